@@ -1,0 +1,1 @@
+"""Hub-ready draft folders (model card + config + weights), shipped as package data."""

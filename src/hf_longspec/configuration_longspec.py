@@ -1,0 +1,150 @@
+"""Configuration of a LongSpec draft: the target's shapes plus LongSpec's own knobs."""
+
+from __future__ import annotations
+
+import copy
+
+from transformers import PretrainedConfig
+
+# Fields that must equal the target's: the draft reads the target's KV cache and shares its
+# embeddings and LM head, so shapes and positional encoding have to agree exactly.
+TARGET_MATCHED_FIELDS = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "hidden_act",
+    "rms_norm_eps",
+    "rope_parameters",
+    "vocab_size",
+    "max_position_embeddings",
+    "attention_bias",
+    "mlp_bias",
+)
+
+DEFAULT_TREE_WIDTHS = (4, 16, 16, 16, 16)
+
+
+class LongSpecDraftConfig(PretrainedConfig):
+    """Config of a one-layer LongSpec draft.
+
+    Shapes mirror the target (see `from_target_config`); LongSpec's fields:
+    - sliding_window: tokens the draft's self-attention sees (its ring buffer size).
+    - target_layer_index: which target layer's KV cache the cross-attention reads (-1 = last).
+    - num_anchor_tokens: anchors kept at positions 0..s-1 by Anchor-Offset training.
+    - tree_widths: default draft tree, nodes per depth (the paper's "4 16 16 16 16").
+    - tree_max_nodes: optional cap on drafted nodes per round (root excluded).
+    """
+
+    model_type = "longspec_draft"
+
+    def __init__(
+        self,
+        vocab_size: int = 32000,
+        hidden_size: int = 4096,
+        intermediate_size: int = 14336,
+        num_attention_heads: int = 32,
+        num_key_value_heads: int | None = None,
+        head_dim: int | None = None,
+        hidden_act: str = "silu",
+        rms_norm_eps: float = 1e-6,
+        rope_parameters: dict | None = None,
+        max_position_embeddings: int = 8192,
+        attention_bias: bool = False,
+        mlp_bias: bool = False,
+        sliding_window: int = 512,
+        target_layer_index: int = -1,
+        target_num_hidden_layers: int | None = None,
+        target_model_type: str | None = None,
+        num_anchor_tokens: int = 4,
+        tree_widths: list[int] | tuple[int, ...] = DEFAULT_TREE_WIDTHS,
+        tree_max_nodes: int | None = None,
+        initializer_range: float = 0.02,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads or num_attention_heads
+        self.head_dim = head_dim or hidden_size // num_attention_heads
+        self.hidden_act = hidden_act
+        self.rms_norm_eps = rms_norm_eps
+        self.rope_parameters = dict(rope_parameters or {"rope_type": "default", "rope_theta": 10000.0})
+        self.max_position_embeddings = max_position_embeddings
+        self.attention_bias = attention_bias
+        self.mlp_bias = mlp_bias
+        self.sliding_window = int(sliding_window)
+        self.target_layer_index = int(target_layer_index)
+        self.target_num_hidden_layers = target_num_hidden_layers
+        self.target_model_type = target_model_type
+        self.num_anchor_tokens = int(num_anchor_tokens)
+        self.tree_widths = [int(w) for w in tree_widths]
+        self.tree_max_nodes = tree_max_nodes
+        self.initializer_range = initializer_range
+        kwargs.setdefault("tie_word_embeddings", False)
+        super().__init__(**kwargs)
+        self._validate_longspec_fields()
+
+    def _validate_longspec_fields(self) -> None:
+        if self.sliding_window < 1:
+            raise ValueError(f"sliding_window must be >= 1, got {self.sliding_window}")
+        if not self.tree_widths or any(w < 1 for w in self.tree_widths):
+            raise ValueError(f"tree_widths must be a non-empty list of positive ints, got {self.tree_widths}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if self.num_anchor_tokens < 0:
+            raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
+
+    @property
+    def resolved_target_layer_index(self) -> int:
+        """The target layer index as a non-negative number (needs target_num_hidden_layers for -1)."""
+        index = self.target_layer_index
+        if index < 0:
+            if self.target_num_hidden_layers is None:
+                raise ValueError("target_layer_index < 0 needs target_num_hidden_layers to be known")
+            index += self.target_num_hidden_layers
+        return index
+
+    @classmethod
+    def from_target_config(cls, target_config: PretrainedConfig, **overrides) -> "LongSpecDraftConfig":
+        """Build a draft config whose shapes match `target_config`; `overrides` set LongSpec fields."""
+        from .target_support import check_supported_target_config, target_rope_parameters
+
+        text_config = target_config.get_text_config() if hasattr(target_config, "get_text_config") else target_config
+        check_supported_target_config(text_config)
+        matched = {
+            "hidden_size": text_config.hidden_size,
+            "num_attention_heads": text_config.num_attention_heads,
+            "num_key_value_heads": getattr(text_config, "num_key_value_heads", None)
+            or text_config.num_attention_heads,
+            "head_dim": getattr(text_config, "head_dim", None)
+            or text_config.hidden_size // text_config.num_attention_heads,
+            "intermediate_size": text_config.intermediate_size,
+            "hidden_act": getattr(text_config, "hidden_act", "silu"),
+            "rms_norm_eps": getattr(text_config, "rms_norm_eps", 1e-6),
+            "rope_parameters": copy.deepcopy(target_rope_parameters(text_config)),
+            "vocab_size": text_config.vocab_size,
+            "max_position_embeddings": text_config.max_position_embeddings,
+            "attention_bias": bool(getattr(text_config, "attention_bias", False)),
+            "mlp_bias": bool(getattr(text_config, "mlp_bias", False)),
+            "target_num_hidden_layers": text_config.num_hidden_layers,
+            "target_model_type": text_config.model_type,
+            "bos_token_id": getattr(text_config, "bos_token_id", None),
+            "eos_token_id": getattr(text_config, "eos_token_id", None),
+            "pad_token_id": getattr(text_config, "pad_token_id", None),
+        }
+        unknown = set(overrides) - set(cls().to_dict()) - {"torch_dtype", "dtype"}
+        if unknown:
+            raise TypeError(f"Unknown LongSpecDraftConfig fields: {sorted(unknown)}")
+        clashing = set(overrides) & set(TARGET_MATCHED_FIELDS)
+        if clashing:
+            raise ValueError(
+                f"{sorted(clashing)} must match the target and cannot be overridden; "
+                "allowed overrides are LongSpec fields such as sliding_window, target_layer_index, tree_widths"
+            )
+        return cls(**{**matched, **overrides})

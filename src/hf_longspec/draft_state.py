@@ -1,0 +1,57 @@
+"""The draft's self-attention memory: a fixed-size ring buffer of post-RoPE keys and values.
+
+The draft's input is the target's token embedding, so a token's self-attention K/V depend
+only on (token, position). The ring therefore holds the last `window` committed tokens and
+never grows with the context: slot = position % window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class DraftRingBuffer:
+    keys: torch.Tensor  # (B, H_kv, window, D), post-RoPE
+    values: torch.Tensor  # (B, H_kv, window, D)
+    positions: torch.Tensor  # (B, window) absolute position held in each slot, -1 = empty
+
+    @classmethod
+    def empty(cls, batch_size: int, num_kv_heads: int, window: int, head_dim: int, dtype, device) -> "DraftRingBuffer":
+        shape = (batch_size, num_kv_heads, window, head_dim)
+        return cls(
+            keys=torch.zeros(shape, dtype=dtype, device=device),
+            values=torch.zeros(shape, dtype=dtype, device=device),
+            positions=torch.full((batch_size, window), -1, dtype=torch.long, device=device),
+        )
+
+    @property
+    def window(self) -> int:
+        return self.positions.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of state; constant at any context length."""
+        return sum(t.numel() * t.element_size() for t in (self.keys, self.values, self.positions))
+
+    def write(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+        """Store K/V (B, H_kv, N, D) of tokens at absolute `positions` (B, N), overwriting the oldest."""
+        if positions.shape[1] > self.window:  # only the newest `window` tokens can ever be seen again
+            keys, values, positions = keys[:, :, -self.window :], values[:, :, -self.window :], positions[:, -self.window :]
+        slots = positions % self.window  # (B, N), distinct because positions are consecutive
+        batch_index = torch.arange(positions.shape[0], device=positions.device)[:, None]
+        self.keys[batch_index, :, slots] = keys.permute(0, 2, 1, 3).to(self.keys.dtype)
+        self.values[batch_index, :, slots] = values.permute(0, 2, 1, 3).to(self.values.dtype)
+        self.positions[batch_index, slots] = positions
+
+    def visibility(self, query_positions: torch.Tensor) -> torch.Tensor:
+        """(B, N, window) bool: slot holds a token that a query at that position may see.
+
+        Sliding window W: a query at p sees keys at positions p-W+1 .. p (itself included,
+        which lives outside the ring while it is a tree node).
+        """
+        held = self.positions[:, None, :]
+        query = query_positions[:, :, None]
+        return (held >= 0) & (held < query) & (query - held < self.window)

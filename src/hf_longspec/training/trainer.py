@@ -1,0 +1,67 @@
+"""LongSpecTrainer: transformers' Trainer with a frozen target that supplies K/V (and labels).
+
+The target is an attribute of the trainer, not a submodule of the draft, so it is neither
+optimized nor saved; the draft borrows its embeddings and LM head through `bind`.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Trainer
+
+from ..target_support import cache_argument_name, target_layer_kv
+
+DISTILL_MODES = ("none", "argmax")
+
+
+class LongSpecTrainer(Trainer):
+    """Trains a bound LongSpecDraftModel. `distill`: 'none' = labels are the text's next tokens;
+    'argmax' = labels are the target's own greedy predictions (what verification accepts)."""
+
+    def __init__(self, *args, target, distill: str = "argmax", **kwargs):
+        if distill not in DISTILL_MODES:
+            raise ValueError(f"distill={distill!r}; allowed: {DISTILL_MODES}")
+        super().__init__(*args, **kwargs)
+        self.args.remove_unused_columns = False
+        self.target = target.eval().requires_grad_(False)
+        self.distill = distill
+
+    @torch.no_grad()
+    def target_signals(self, model, input_ids, position_ids):
+        """The target layer's K/V for these positions, and the labels to train on."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.target.config)
+        out = self.target(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=0 if self.distill == "argmax" else 1,
+            **{cache_argument_name(self.target): cache},
+        )
+        keys, values = target_layer_kv(cache, _unwrap(model).target_layer_index)
+        if self.distill == "argmax":
+            labels = torch.full_like(input_ids, -100)
+            labels[:, 1:] = out.logits[:, :-1].argmax(dim=-1)
+        else:
+            labels = input_ids
+        return keys, values, labels
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        input_ids, position_ids = inputs["input_ids"], inputs["position_ids"]
+        keys, values, labels = self.target_signals(model, input_ids, position_ids)
+        out = model(
+            input_ids=input_ids,
+            target_keys=keys,
+            target_values=values,
+            position_ids=position_ids,
+            noise_shift=int(inputs["noise_shift"]),
+            labels=labels,
+        )
+        return (out.loss, out) if return_outputs else out.loss
+
+
+def _unwrap(model):
+    while hasattr(model, "module"):
+        model = model.module
+    return model

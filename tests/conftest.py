@@ -1,0 +1,53 @@
+"""Shared pytest setup: Triton on the CPU interpreter, a tiny random Llama, the embedded target."""
+
+import os
+
+import pytest
+import torch
+
+# Triton reads TRITON_INTERPRET when kernels are defined: without CUDA, run them on the CPU
+# interpreter so kernel tests work in CI. Must happen before anything imports triton.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def tiny_llama(
+    vocab_size=96,
+    hidden_size=64,
+    heads=4,
+    kv_heads=2,
+    layers=2,
+    max_positions=2048,
+    initializer_range=0.02,
+    seed=0,
+):
+    """A small random LlamaForCausalLM (eval mode): head_dim = hidden_size // heads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        initializer_range=initializer_range,
+    )
+    model = LlamaForCausalLM(config).eval()
+    model.generation_config.eos_token_id = None  # random models would stop at random "eos" tokens
+    model.generation_config.bos_token_id = None
+    return model
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    """(model, tokenizer) of the embedded SmolLM2 target on the CPU; skipped when not installed."""
+    from hf_longspec.embedded import embedded_gguf_path, load_embedded_target
+
+    try:
+        embedded_gguf_path()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    return load_embedded_target(device="cpu")

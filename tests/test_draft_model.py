@@ -1,0 +1,200 @@
+"""The draft as a Hugging Face model: shapes, save/load, ring buffer, cross-attention, errors."""
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
+
+from conftest import tiny_llama
+from hf_longspec import (
+    IncompatibleDraftError,
+    LongSpecDraftConfig,
+    LongSpecDraftModel,
+    UnboundDraftError,
+    UnsupportedTargetError,
+)
+from hf_longspec.target_support import target_layer_kv
+
+
+@torch.no_grad()
+def _target_kv(target, ids, layer):
+    out = target(ids, use_cache=True)
+    cache = out.past_key_values if hasattr(out, "past_key_values") and out.past_key_values is not None else out.cache
+    return cache, *target_layer_kv(cache, layer)
+
+
+def _decode_root(draft, target, ids, position):
+    """Draft logits for the token at `position`, run as a tree root in decoding mode."""
+    cache, _, _ = _target_kv(target, ids[:, :position], draft.target_layer_index)
+    ring = draft.start(ids[:, :position])
+    mask = torch.ones(1, 1, 1, dtype=torch.bool)
+    logits, _, _ = draft.decode_step(
+        ring, ids[:, position : position + 1], torch.tensor([[position]]), None, None, mask, cache
+    )
+    return logits[0, 0], ring
+
+
+def test_config_copies_target_shapes_and_longspec_fields():
+    target = tiny_llama()
+    config = LongSpecDraftConfig.from_target_config(target.config, sliding_window=32, tree_widths=[2, 3])
+    assert (config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim) == (64, 4, 2, 16)
+    assert config.vocab_size == 96 and config.max_position_embeddings == 2048
+    assert config.rope_parameters["rope_theta"] == target.config.rope_parameters["rope_theta"]
+    assert (config.sliding_window, config.tree_widths, config.target_layer_index) == (32, [2, 3], -1)
+    assert LongSpecDraftConfig().num_anchor_tokens == 4 and LongSpecDraftConfig().sliding_window == 512
+    with pytest.raises(ValueError, match="hidden_size"):
+        LongSpecDraftConfig.from_target_config(target.config, hidden_size=8)
+    with pytest.raises(TypeError, match="Unknown"):
+        LongSpecDraftConfig.from_target_config(target.config, no_such_field=1)
+
+
+def test_forward_shapes_dtypes_and_no_target_weights_in_state():
+    target = tiny_llama()
+    draft = LongSpecDraftModel.from_target(target, sliding_window=8)
+    ids = torch.randint(0, 96, (2, 20))
+    _, keys, values = _target_kv(target, ids, draft.target_layer_index)
+    out = draft(ids, keys, values, noise_shift=2, labels=ids)
+    assert out.logits.shape == (2, 20, 96) and out.logits.dtype == torch.float32
+    assert out.loss.ndim == 0 and torch.isfinite(out.loss)
+    names = set(draft.state_dict())
+    assert not any("embed" in n or "lm_head" in n for n in names)
+    assert {"cross_attn.q_proj.weight", "cross_attn.o_proj.weight"} <= names
+    assert not any(n.startswith("cross_attn.k_proj") or n.startswith("cross_attn.v_proj") for n in names)
+    # the draft's parameters exclude the target's
+    target_ids = {id(p) for p in target.parameters()}
+    assert not any(id(p) in target_ids for p in draft.parameters())
+
+
+def test_save_load_roundtrip_is_identical_and_auto_classes_work(tmp_path):
+    target = tiny_llama()
+    draft = LongSpecDraftModel.from_target(target, sliding_window=8)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    draft.save_pretrained(tmp_path)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "longspec_draft"
+    loaded = AutoModel.from_pretrained(tmp_path)
+    assert isinstance(loaded, LongSpecDraftModel)
+    loaded.bind(target)
+    ids = torch.randint(0, 96, (1, 24))
+    _, keys, values = _target_kv(target, ids, draft.target_layer_index)
+    with torch.no_grad():
+        a = draft.eval()(ids, keys, values, noise_shift=1).logits
+        b = loaded.eval()(ids, keys, values, noise_shift=1).logits
+    assert torch.equal(a, b)
+
+
+def test_ring_buffer_state_is_constant_in_context_length():
+    target = tiny_llama(max_positions=9000, layers=1)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=64)
+    short = draft.start(torch.randint(0, 96, (1, 1024)))
+    long = draft.start(torch.randint(0, 96, (1, 8192)))
+    assert short.nbytes == long.nbytes > 0
+    assert long.positions.max().item() == 8191 and long.positions.min().item() == 8192 - 64
+
+
+def test_decoding_equals_float64_whole_sequence_reference_beyond_the_window():
+    """A root drafted against the ring buffer and live cache equals the training forward (noise
+    shift 1: the root's own target K/V is not cached yet) computed in float64."""
+    target = tiny_llama(layers=2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    ids = torch.randint(0, 96, (1, 60))
+    position = 50  # well past the window: only positions 35..50 may be seen
+    got, _ = _decode_root(draft, target, ids, position)
+
+    target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(draft).double()
+    draft64.bind(target64)
+    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
+    with torch.no_grad():
+        ref = draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+    # tokens outside the window must not matter; tokens inside must
+    changed_far = ids.clone()
+    changed_far[0, : position - 16] = (changed_far[0, : position - 16] + 1) % 96
+    changed_near = ids.clone()
+    changed_near[0, position - 3] = (changed_near[0, position - 3] + 1) % 96
+    far_cache, _, _ = _target_kv(target, ids[:, :position], draft.target_layer_index)
+    ring_far = draft.start(changed_far[:, :position])
+    ring_near = draft.start(changed_near[:, :position])
+    step = dict(token_ids=ids[:, position : position + 1], position_ids=torch.tensor([[position]]),
+                tree_keys=None, tree_values=None, tree_mask=torch.ones(1, 1, 1, dtype=torch.bool), target_cache=far_cache)
+    far_logits = draft.decode_step(ring_far, **step)[0][0, 0]
+    near_logits = draft.decode_step(ring_near, **step)[0][0, 0]
+    assert torch.allclose(far_logits, got, atol=1e-5)
+    assert not torch.allclose(near_logits, got, atol=1e-3)
+
+
+def test_cross_attention_reads_exactly_the_target_layer_cache():
+    target = tiny_llama(layers=3)
+    draft = LongSpecDraftModel.from_target(target, target_layer_index=1)
+    ids = torch.randint(0, 96, (1, 30))
+    cache, keys, values = _target_kv(target, ids, 1)
+    hidden = torch.randn(1, 2, 64)
+    positions = torch.tensor([[30, 31]])
+    cos, sin = draft.rotary_emb(positions, hidden.dtype)
+    with torch.no_grad():
+        got = draft.cross_attn.forward_step(hidden, cos, sin, keys, values)
+        # float64 reference from the cached tensors themselves
+        attn = draft.cross_attn.double()
+        q = attn.project_q(hidden.double(), cos.double(), sin.double())  # (1, 4, 2, 16)
+        k = keys.double().repeat_interleave(2, dim=1)
+        v = values.double().repeat_interleave(2, dim=1)
+        weights = torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1)
+        ref = attn.output(weights @ v)
+        draft.cross_attn.float()
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+    # the draft reads layer 1, and only layer 1
+    root = ids[:, -1:]
+    ring = draft.start(ids[:, :-1])
+    base = draft.decode_step(ring, root, torch.tensor([[30]]), None, None, torch.ones(1, 1, 1, dtype=torch.bool), cache)[0]
+    for layer, should_change in ((0, False), (1, True), (2, False)):
+        perturbed = copy.deepcopy(cache)
+        perturbed.layers[layer].keys.add_(torch.randn_like(perturbed.layers[layer].keys))
+        logits = draft.decode_step(ring, root, torch.tensor([[30]]), None, None, torch.ones(1, 1, 1, dtype=torch.bool), perturbed)[0]
+        assert (not torch.allclose(logits, base, atol=1e-5)) == should_change
+
+
+def test_bind_errors_name_both_values():
+    target = tiny_llama()
+    draft = LongSpecDraftModel.from_target(target)
+    with pytest.raises(IncompatibleDraftError, match=r"hidden_size.*64.*128"):
+        draft.bind(tiny_llama(hidden_size=128, heads=8, kv_heads=2))
+    with pytest.raises(IncompatibleDraftError, match=r"head_dim.*16.*32"):
+        draft.bind(tiny_llama(heads=2, kv_heads=2))
+    with pytest.raises(IncompatibleDraftError, match=r"vocab_size.*96.*100"):
+        draft.bind(tiny_llama(vocab_size=100))
+
+
+def test_unsupported_target_and_unbound_draft_errors():
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(UnsupportedTargetError, match="gpt2.*supported: llama"):
+        LongSpecDraftModel.from_target(gpt2)
+    sliding = tiny_llama()
+    sliding.config.layer_types = ["sliding_attention", "full_attention"]
+    with pytest.raises(UnsupportedTargetError, match="sliding"):
+        LongSpecDraftModel.from_target(sliding)
+    unbound = LongSpecDraftModel(LongSpecDraftConfig.from_target_config(tiny_llama().config))
+    with pytest.raises(UnboundDraftError, match="bind"):
+        unbound(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 2, 4, 16), torch.zeros(1, 2, 4, 16))
+
+
+def test_draft_for_the_embedded_target(embedded):
+    from hf_longspec.corpus import long_prompt_ids
+
+    target, tokenizer = embedded
+    draft = LongSpecDraftModel.from_target(target)
+    assert draft.config.hidden_size == 576 and draft.config.num_key_value_heads == 3 and draft.config.head_dim == 64
+    assert draft.target_layer_index == 29
+    assert 3_000_000 < sum(p.numel() for p in draft.parameters()) < 6_000_000
+    ids = torch.tensor([long_prompt_ids(tokenizer, 256, kind="prose", seed=1)])
+    _, keys, values = _target_kv(target, ids, draft.target_layer_index)
+    assert keys.shape == (1, 3, 256, 64)
+    with torch.no_grad():
+        out = draft(ids, keys, values, noise_shift=1, labels=ids)
+    assert torch.isfinite(out.loss) and out.logits.shape == (1, 256, 49152)

@@ -1,0 +1,230 @@
+"""Tree speculation through target.generate on tiny random targets: routing, exactness, stopping,
+streaming, outputs, sampling distribution, and clear errors."""
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from conftest import tiny_llama
+from hf_longspec import IncompatibleDraftError, LongSpecDraftModel, UnsupportedGenerationError
+from hf_longspec.generation import longspec_generate
+from oracle import OracleDraft
+
+MASKED = {"longspec_verify_attention": "masked"}
+
+
+def _target_and_draft(draft_class=LongSpecDraftModel, widths=(2, 3, 3), **target_kwargs):
+    target = tiny_llama(initializer_range=0.3, **target_kwargs)
+    draft = draft_class.from_target(target, sliding_window=16, tree_widths=list(widths))
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return target, draft
+
+
+def _prompt(length=40, vocab=96, seed=1):
+    return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("mode", ["masked", "hybrid"])
+def test_greedy_matches_vanilla_and_stock_paths_stay_stock(mode):
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=30, do_sample=False)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=30, do_sample=False,
+                          longspec_verify_attention=mode)
+    assert torch.equal(out, reference)
+    stats = draft.last_stats
+    assert stats.new_tokens == 30 and stats.emitted_tokens == 29 and stats.rounds >= 1
+    assert sum(length * count for length, count in stats.histogram().items()) == stats.emitted_tokens
+    assert target.config._attn_implementation == "sdpa"  # restored after the call
+    # stock assisted generation with an ordinary HF assistant is untouched
+    assistant = tiny_llama(seed=5, layers=1)
+    assisted = target.generate(ids, assistant_model=assistant, max_new_tokens=12, do_sample=False)
+    assert torch.equal(assisted, reference[:, : ids.shape[1] + 12])
+
+
+def test_custom_generate_route_and_prefilled_cache():
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=20, do_sample=False)
+    out = target.generate(ids, custom_generate=longspec_generate, longspec_draft=draft, max_new_tokens=20,
+                          do_sample=False, **MASKED)
+    assert torch.equal(out, reference)
+    cache = DynamicCache(config=target.config)
+    with torch.no_grad():
+        target(ids[:, :-1], past_key_values=cache, use_cache=True)
+    out = target.generate(ids, past_key_values=cache, assistant_model=draft, max_new_tokens=20, do_sample=False, **MASKED)
+    assert torch.equal(out, reference)
+
+
+def test_oracle_chain_reaches_depth_plus_one():
+    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=41, do_sample=False)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=41, do_sample=False, **MASKED)
+    assert torch.equal(out, reference)
+    stats = draft.last_stats
+    assert stats.histogram() == {5: 8}  # every round: 4 drafted tokens accepted + 1 bonus
+    assert stats.tau == 5.0
+
+
+def test_eos_inside_an_accepted_path_stops_there():
+    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
+    ids = _prompt()
+    free = target.generate(ids, max_new_tokens=30, do_sample=False)[0, ids.shape[1]:].tolist()
+    eos = free[7]  # lands inside round 2's accepted chain (round 1 ends after token 5)
+    reference = target.generate(ids, max_new_tokens=30, do_sample=False, eos_token_id=eos, pad_token_id=eos)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=30, do_sample=False, eos_token_id=eos,
+                          pad_token_id=eos, **MASKED)
+    assert torch.equal(out, reference)
+    assert out[0, -1].item() == eos and out.shape[1] == ids.shape[1] + free.index(eos) + 1
+
+
+class StopAtLength(StoppingCriteria):
+    def __init__(self, length):
+        self.length = length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+
+def test_stopping_in_the_middle_of_a_path_and_max_new_tokens_exact():
+    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
+    ids = _prompt()
+    stop = StoppingCriteriaList([StopAtLength(ids.shape[1] + 8)])
+    reference = target.generate(ids, max_new_tokens=30, do_sample=False, stopping_criteria=stop)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=30, do_sample=False, stopping_criteria=stop,
+                          return_dict_in_generate=True, **MASKED)
+    assert torch.equal(out.sequences, reference) and reference.shape[1] == ids.shape[1] + 8
+    cache = out.cache if "cache" in out else out.past_key_values
+    assert cache.get_seq_length() == reference.shape[1] - 1  # cropped to the emitted tokens
+    for new in (1, 2, 6, 7):
+        assert target.generate(ids, assistant_model=draft, max_new_tokens=new, do_sample=False, **MASKED).shape[1] == (
+            ids.shape[1] + new
+        )
+
+
+class Collect(BaseStreamer):
+    def __init__(self):
+        self.puts, self.ended = [], False
+
+    def put(self, value):
+        self.puts.append(value.flatten().tolist())
+
+    def end(self):
+        self.ended = True
+
+
+def test_streamer_scores_and_return_dict():
+    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1))
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=12, do_sample=False, return_dict_in_generate=True,
+                                output_scores=True, output_logits=True)
+    streamer = Collect()
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=12, do_sample=False, streamer=streamer,
+                          return_dict_in_generate=True, output_scores=True, output_logits=True, **MASKED)
+    assert torch.equal(out.sequences, reference.sequences)
+    assert len(out.scores) == len(reference.scores) == 12
+    for mine, theirs in zip(out.scores, reference.scores):
+        assert torch.allclose(mine, theirs, atol=1e-4)
+    assert streamer.ended and streamer.puts[0] == ids[0].tolist()
+    assert sum(streamer.puts[1:], []) == out.sequences[0, ids.shape[1]:].tolist()
+
+
+def test_repetition_penalty_processor_is_applied_like_vanilla():
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    kwargs = dict(max_new_tokens=25, do_sample=False, repetition_penalty=1.3, no_repeat_ngram_size=3)
+    assert torch.equal(target.generate(ids, assistant_model=draft, **kwargs, **MASKED), target.generate(ids, **kwargs))
+
+
+def test_clear_errors_and_no_partial_state():
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    other = tiny_llama(seed=9, initializer_range=0.3)
+    with pytest.raises(IncompatibleDraftError, match="bind it first"):
+        other.generate(ids, assistant_model=draft, max_new_tokens=4)
+    install = LongSpecDraftModel.from_target(other)  # `other` now routes LongSpec drafts
+    with pytest.raises(IncompatibleDraftError, match="bound to another target"):
+        other.generate(ids, assistant_model=draft, max_new_tokens=4)
+    del install
+    with pytest.raises(UnsupportedGenerationError, match="exceeds the target's max_position_embeddings"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=2048)
+    with pytest.raises(UnsupportedGenerationError, match="Beam search"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, num_beams=2)
+    with pytest.raises(UnsupportedGenerationError, match="batch size 1"):
+        target.generate(ids.repeat(2, 1), assistant_model=draft, max_new_tokens=4)
+    with pytest.raises(UnsupportedGenerationError, match="padded"):
+        mask = torch.ones_like(ids)
+        mask[0, 0] = 0
+        target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4)
+    with pytest.raises(UnsupportedGenerationError, match="output_attentions"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, output_attentions=True,
+                        return_dict_in_generate=True)
+    # nothing was left half-done: same attention implementation, and a valid call still works
+    assert target.config._attn_implementation == "sdpa"
+    reference = target.generate(ids, max_new_tokens=6, do_sample=False)
+    assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=6, do_sample=False), reference)
+    # the target's vocabulary changed after binding
+    target.resize_token_embeddings(100)
+    with pytest.raises(IncompatibleDraftError, match="vocab size mismatch"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4)
+
+
+def _processed_probs(logits, temperature, top_k):
+    scores = logits.float() / temperature
+    kth = scores.topk(top_k, dim=-1).values[..., -1:]
+    return torch.softmax(scores.masked_fill(scores < kth, float("-inf")), dim=-1)
+
+
+@torch.no_grad()
+def test_sampling_is_lossless_chi_square():
+    """Marginals of the 2nd and 3rd sampled tokens (both produced by tree verification) against
+    the target's exact distribution under the same temperature and top-k."""
+    vocab, temperature, top_k, samples = 12, 0.9, 6, 1500
+    target = tiny_llama(vocab_size=vocab, hidden_size=32, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
+    draft = LongSpecDraftModel.from_target(target, tree_widths=[3, 2])
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    ids = torch.randint(0, vocab, (1, 6), generator=torch.Generator().manual_seed(3))
+
+    torch.manual_seed(1234)
+    counts2, counts3 = torch.zeros(vocab), torch.zeros(vocab)
+    for _ in range(samples):
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=3, do_sample=True, temperature=temperature,
+                              top_k=top_k, **MASKED)
+        counts2[out[0, -2]] += 1
+        counts3[out[0, -1]] += 1
+
+    def probs(prefixes):
+        return _processed_probs(target(prefixes).logits[:, -1], temperature, top_k)
+
+    p1 = probs(ids)[0]
+    firsts = torch.cat([ids.expand(vocab, -1), torch.arange(vocab)[:, None]], dim=1)
+    p2_given = probs(firsts)  # (v1, v2)
+    marginal2 = p1 @ p2_given
+    seconds = torch.cat([firsts.repeat_interleave(vocab, 0), torch.arange(vocab).repeat(vocab)[:, None]], dim=1)
+    p3_given = probs(seconds).view(vocab, vocab, vocab)
+    marginal3 = torch.einsum("a,ab,abc->c", p1, p2_given, p3_given)
+
+    for counts, marginal in ((counts2, marginal2), (counts3, marginal3)):
+        support = marginal > 0
+        assert counts[~support].sum() == 0  # never a token the processors forbid
+        expected = marginal[support] * samples
+        assert chisquare(counts[support].numpy(), expected.numpy()).pvalue > 1e-3
+
+    # the test has power: the draft's own distribution would be rejected outright
+    ring = draft.start(ids)
+    cache = DynamicCache(config=target.config)
+    target(ids, past_key_values=cache, use_cache=True)
+    root = torch.tensor([[int(p1.argmax())]])
+    draft_logits = draft.decode_step(ring, root, torch.tensor([[ids.shape[1]]]), None, None,
+                                     torch.ones(1, 1, 1, dtype=torch.bool), cache)[0][0, 0]
+    q2 = _processed_probs(draft_logits, temperature, top_k)
+    p2 = p2_given[int(p1.argmax())]
+    support = p2 > 0
+    assert chisquare((q2[support] / q2[support].sum() * samples).numpy(), (p2[support] * samples).numpy()).pvalue < 1e-6

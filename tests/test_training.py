@@ -1,0 +1,88 @@
+"""Training: Anchor-Offset Indices, Flash Noisy Training, the Trainer loop (CPU smoke run)."""
+
+import json
+
+import torch
+
+from conftest import tiny_llama
+from hf_longspec import LongSpecDraftModel
+from hf_longspec.training.collator import LongSpecCollator
+from hf_longspec.training.positions import anchor_offset_position_ids, noise_shift
+from hf_longspec.training.run import TrainRecipe, train_draft
+
+
+class ByteTokenizer:
+    """Bytes as tokens (vocab 257): lets a tiny random target train on real local text."""
+
+    eos_token_id = 256
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [list(t.encode("utf-8")) for t in texts]}
+
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode("utf-8"))
+
+
+def test_anchor_offset_positions_keep_anchors_and_stay_in_range():
+    generator = torch.Generator().manual_seed(0)
+    pos = anchor_offset_position_ids(64, 100, max_positions=8192, num_anchors=4, generator=generator)
+    assert torch.equal(pos[:, :4], torch.arange(4).expand(64, -1))
+    steps = pos[:, 5:] - pos[:, 4:-1]
+    assert torch.all(steps == 1)
+    assert pos.max() <= 8191 and pos[:, 4].min() >= 4
+    assert pos[:, 4].float().std() > 500  # offsets spread over the whole context
+    plain = anchor_offset_position_ids(2, 100, 8192, enabled=False)
+    assert torch.equal(plain, torch.arange(100).expand(2, -1))
+
+
+def test_noise_shift_covers_one_to_depth_plus_one():
+    generator = torch.Generator().manual_seed(0)
+    shifts = {noise_shift(6, generator) for _ in range(300)}
+    assert shifts == {1, 2, 3, 4, 5, 6}
+    assert noise_shift(6, generator, enabled=False) == 1
+
+
+def test_collator_draws_positions_and_shift_per_batch():
+    collate = LongSpecCollator(max_positions=4096, num_anchors=4, max_noise_shift=6, seed=3)
+    batch = collate([{"input_ids": torch.arange(32)} for _ in range(3)])
+    assert batch["input_ids"].shape == (3, 32) and batch["position_ids"].shape == (3, 32)
+    assert 1 <= int(batch["noise_shift"]) <= 6
+
+
+def test_noise_shift_hides_the_newest_target_entries():
+    """With shift d, the draft's output at i must not depend on target K/V at positions > i - d."""
+    target = tiny_llama()
+    draft = LongSpecDraftModel.from_target(target)
+    ids = torch.randint(0, 96, (1, 16))
+    keys, values = torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16)
+    with torch.no_grad():
+        base = draft(ids, keys, values, noise_shift=3).logits
+        keys2 = keys.clone()
+        keys2[:, :, 10] += 5.0  # entry 10 is visible to queries i >= 13 only
+        moved = draft(ids, keys2, values, noise_shift=3).logits
+    changed = (base - moved).abs().amax(dim=-1)[0]
+    assert torch.all(changed[:13] == 0) and torch.all(changed[13:] > 0)
+
+
+def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
+    target = tiny_llama(vocab_size=257, hidden_size=64, layers=2, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(
+        output_dir=str(tmp_path / "run"), max_steps=120, seq_len=64, batch_size=8, learning_rate=1e-2,
+        warmup_steps=0, max_tokens=80_000, save_steps=60, logging_steps=1, distill="none",
+        kinds=["prose"], draft_overrides={"sliding_window": 32},
+    )
+    draft = train_draft(target, ByteTokenizer(), recipe, progress=False)
+    final = tmp_path / "run" / "final"
+    log = json.loads((final / "training_log.json").read_text())
+    losses = [entry["loss"] for entry in log if "loss" in entry]
+    assert len(losses) >= 100
+    assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 0.3
+    assert (final / "model.safetensors").exists() and (tmp_path / "run" / "checkpoint-60").exists()
+    reloaded = LongSpecDraftModel.from_pretrained(final).bind(target)
+    assert torch.equal(reloaded.mlp.up_proj.weight, draft.mlp.up_proj.weight)
+
+    # resume continues from the last checkpoint up to the new max_steps
+    recipe.max_steps, recipe.resume = 130, True
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    log = json.loads((final / "training_log.json").read_text())
+    assert max(entry.get("step", 0) for entry in log) == 130
