@@ -25,13 +25,13 @@ class OracleDraft(LongSpecDraftModel):
             path = [self._round_tokens[i] for i in torch.nonzero(tree_mask[0, row]).flatten().tolist()]
             assert path[-1] == self._round_tokens[first + row]
             length = target_cache.get_seq_length()
-            positions = torch.arange(length, length + len(path))[None]
+            positions = torch.arange(length, length + len(path), device=token_ids.device)[None]
             out = target(
-                input_ids=torch.tensor([path]), position_ids=positions, logits_to_keep=1,
+                input_ids=torch.tensor([path], device=token_ids.device), position_ids=positions, logits_to_keep=1,
                 use_cache=True, **{cache_argument_name(target): target_cache},
             )
             target_cache.crop(-len(path))
             logits.append(out.logits[0, -1].float() * self.sharpness)
         kv_shape = (1, self.config.num_key_value_heads, token_ids.shape[1], self.config.head_dim)
-        empty = torch.zeros(kv_shape, dtype=self.norm.weight.dtype)
+        empty = torch.zeros(kv_shape, dtype=self.norm.weight.dtype, device=token_ids.device)
         return torch.stack(logits)[None], empty, empty.clone()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import torch
@@ -39,12 +38,11 @@ def load_embedded_target(device=None, dtype=None, attn_implementation: str | Non
     path = embedded_gguf_path()
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    kwargs = {"gguf_file": path.name}
+    kwargs = {"gguf_file": path.name, "local_files_only": True}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
     return model.to(device).eval(), tokenizer
 
 

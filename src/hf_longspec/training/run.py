@@ -40,8 +40,13 @@ class TrainRecipe:
     draft_overrides: dict = field(default_factory=dict)
 
 
+def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
+    """Token chunks of local text for a recipe (tokenized once; reusable across runs)."""
+    return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds), seed=recipe.seed)
+
+
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
-                progress: bool = True) -> LongSpecDraftModel:
+                progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
     """Train (or continue training) a draft for `target`; returns the trained, bound draft."""
     device = target.get_input_embeddings().weight.device
     on_gpu = device.type == "cuda"
@@ -50,7 +55,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
     draft.bind(target)
     config = target.config.get_text_config()
-    dataset = LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds), seed=recipe.seed)
+    dataset = dataset if dataset is not None else build_dataset(tokenizer, recipe)
     collator = LongSpecCollator(
         max_positions=config.max_position_embeddings,
         num_anchors=draft.config.num_anchor_tokens,
@@ -82,7 +87,8 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     accepted = inspect.signature(TrainingArguments.__init__).parameters
     args = TrainingArguments(**{k: v for k, v in arguments.items() if k in accepted})
     trainer = LongSpecTrainer(
-        model=draft, args=args, train_dataset=dataset, data_collator=collator, target=target, distill=recipe.distill
+        model=draft, args=args, train_dataset=dataset, data_collator=collator, target=target, distill=recipe.distill,
+        callbacks=callbacks,
     )
     resume = recipe.resume and any(Path(recipe.output_dir).glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if resume else None)

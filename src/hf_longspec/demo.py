@@ -1,0 +1,94 @@
+"""The main job: a real long prompt through vanilla and LongSpec generate, side by side."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from .corpus import long_prompt_ids
+from .embedded import load_embedded_draft, load_embedded_target
+from .modeling_longspec import LongSpecDraftModel
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device):
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - start
+
+
+@dataclass
+class RunReport:
+    prompt_tokens: int
+    new_tokens: int
+    prefill_seconds: float
+    vanilla_seconds: float
+    longspec_seconds: float
+    identical: bool
+    stats: dict
+    draft_source: str
+
+    def decode_rate(self, seconds: float) -> float:
+        """New tokens per second after the (shared) prefill."""
+        return (self.new_tokens - 1) / max(seconds - self.prefill_seconds, 1e-9)
+
+    def lines(self) -> list[str]:
+        vanilla, longspec = self.decode_rate(self.vanilla_seconds), self.decode_rate(self.longspec_seconds)
+        return [
+            f"prompt: {self.prompt_tokens} tokens of local text; new tokens: {self.new_tokens}; draft: {self.draft_source}",
+            f"prefill (shared by both): {self.prefill_seconds:.2f} s",
+            f"vanilla generate : {self.vanilla_seconds:7.2f} s total, {vanilla:8.2f} tokens/s after prefill",
+            f"LongSpec generate: {self.longspec_seconds:7.2f} s total, {longspec:8.2f} tokens/s after prefill",
+            f"speedup after prefill: {longspec / vanilla:.2f}x   tau (tokens per target forward): {self.stats['tau']:.2f}"
+            f"   rounds: {self.stats['rounds']}",
+            f"accepted length histogram: {self.stats['accepted_length_histogram']}",
+            f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}",
+        ]
+
+
+def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
+    """'embedded' (the shipped trained draft; untrained if none ships), 'untrained', or a folder."""
+    if draft == "untrained":
+        return LongSpecDraftModel.from_target(target).eval(), "untrained (random init)"
+    if draft == "embedded":
+        try:
+            return load_embedded_draft(target), "shipped SmolLM2 draft"
+        except FileNotFoundError:
+            warnings.warn("no trained draft ships with this install; using an untrained draft (tau ~ 1)")
+            return LongSpecDraftModel.from_target(target).eval(), "untrained (no shipped draft found)"
+    reference = target.get_input_embeddings().weight
+    loaded = LongSpecDraftModel.from_pretrained(draft, dtype=reference.dtype).to(reference.device).eval()
+    return loaded.bind(target), draft
+
+
+def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
+                 device: str | None = None, seed: int = 0, dtype: str | None = None) -> RunReport:
+    target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
+    device = target.device
+    drafter, source = load_draft_for(target, draft)
+    ids = torch.tensor([long_prompt_ids(tokenizer, prompt_tokens, kind=kind, split="eval", seed=seed)], device=device)
+    common = dict(max_new_tokens=max_new_tokens, do_sample=False)
+    target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)
+    target.generate(ids[:, :64], assistant_model=drafter, max_new_tokens=8, do_sample=False)
+    _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
+    vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)
+    speculative, longspec_seconds = timed(lambda: target.generate(ids, assistant_model=drafter, **common), device)
+    return RunReport(
+        prompt_tokens=ids.shape[1],
+        new_tokens=speculative.shape[1] - ids.shape[1],
+        prefill_seconds=prefill,
+        vanilla_seconds=vanilla_seconds,
+        longspec_seconds=longspec_seconds,
+        identical=torch.equal(vanilla, speculative),
+        stats=drafter.last_stats.as_dict(),
+        draft_source=source,
+    )

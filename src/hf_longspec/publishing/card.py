@@ -1,0 +1,190 @@
+"""The draft's model card: huggingface_hub's ModelCard filled from what the folder and the
+caller's benchmark JSON actually say (anything absent reads "not measured" / "not recorded")."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from ..configuration_longspec import LongSpecDraftConfig
+from .draft_files import CARD_FILE, RECIPE_FILE, TRAINING_LOG_FILE, draft_tensor_infos, read_json
+from .measurements import BenchmarkResults, BenchmarkRun, load_benchmark
+from .package_files import card_template_path
+
+LIBRARY_NAME = "transformers"
+PIPELINE_TAG = "text-generation"
+CARD_TAGS = ("longspec", "speculative-decoding", "draft-model", "tree-speculation", "long-context")
+CUSTOM_GENERATE_TAG = "custom_generate"  # how the Hub lists repos that carry a custom_generate/generate.py
+NOT_MEASURED = "not measured"
+REPO_ID_PLACEHOLDER = "<owner>/<draft-repo>"
+# What `hf_longspec.corpus` reads for each text kind of a TrainRecipe.
+TEXT_KIND_DESCRIPTIONS = {
+    "code": "Python source files of the packages installed on the training machine",
+    "prose": "package descriptions (dist-info METADATA) and license texts of that machine",
+}
+
+
+def render_card(
+    draft_dir: str | Path,
+    base_model: str,
+    bench_json: str | Path | None = None,
+    training_command: str | None = None,
+    *,
+    repo_id: str | None = None,
+    license: str | None = None,
+) -> ModelCard:
+    """The model card of the draft in `draft_dir` for the target `base_model` (a Hub id).
+
+    bench_json: measured results (format in `hf_longspec.publishing.measurements`); None = not measured.
+    repo_id: where the draft will live; the usage snippets load it from there.
+    """
+    if not base_model or not isinstance(base_model, str):
+        raise ValueError(
+            f"base_model must be the target's Hub id (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), got {base_model!r}"
+        )
+    folder = Path(draft_dir)
+    config = LongSpecDraftConfig.from_pretrained(str(folder))
+    has_custom_generate = (folder / "custom_generate" / "generate.py").is_file()
+    card_data = ModelCardData(
+        base_model=base_model,
+        library_name=LIBRARY_NAME,
+        pipeline_tag=PIPELINE_TAG,
+        tags=list(CARD_TAGS) + ([CUSTOM_GENERATE_TAG] if has_custom_generate else []),
+        license=license,
+    )
+    card = ModelCard.from_template(
+        card_data,
+        template_path=str(card_template_path()),
+        base_model=base_model,
+        repo_id=repo_id or REPO_ID_PLACEHOLDER,
+        has_custom_generate=has_custom_generate,
+        **_draft_facts(folder, config),
+        **_training_facts(folder, training_command),
+        **_measured_facts(load_benchmark(bench_json)),
+    )
+    return ModelCard(re.sub(r"\n{3,}", "\n\n", card.content))  # optional template sections leave blank runs
+
+
+def write_card(draft_dir: str | Path, base_model: str, bench_json=None, training_command=None, **options) -> Path:
+    """Render the card (see `render_card`) and save it as README.md in the folder."""
+    path = Path(draft_dir) / CARD_FILE
+    render_card(draft_dir, base_model, bench_json, training_command, **options).save(path)
+    return path
+
+
+def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:
+    tensors = draft_tensor_infos(folder)
+    dtypes = sorted({info.dtype for info in tensors.values()})
+    return {
+        "parameters": _count(sum(info.numel for info in tensors.values())),
+        "weight_dtypes": "/".join(dtypes) or "no weights",
+        "target_model_type": config.target_model_type or "unknown",
+        "target_num_hidden_layers": config.target_num_hidden_layers or "?",
+        "target_layer_index": _layer_label(config),
+        "sliding_window": config.sliding_window,
+        "num_anchor_tokens": config.num_anchor_tokens,
+        "tree_widths": " ".join(map(str, config.tree_widths)),
+    }
+
+
+def _layer_label(config: LongSpecDraftConfig) -> str:
+    index = config.target_layer_index
+    if index < 0 and config.target_num_hidden_layers:
+        return f"{config.resolved_target_layer_index} ({'the last' if index == -1 else f'{index} from the end'})"
+    return str(index)
+
+
+def _training_facts(folder: Path, training_command: str | None) -> dict:
+    recipe = read_json(folder / RECIPE_FILE)
+    return {
+        "training_data": _training_data(recipe),
+        "training_command": training_command,
+        "recipe": [(_cell(name), _cell(json.dumps(value))) for name, value in recipe.items()] if recipe else [],
+        "final_loss": _final_loss(read_json(folder / TRAINING_LOG_FILE)),
+    }
+
+
+def _training_data(recipe: dict | None) -> str:
+    if not recipe:
+        return "not recorded."
+    kinds = recipe.get("kinds") or []
+    described = "; ".join(f"{kind}: {TEXT_KIND_DESCRIPTIONS.get(kind, kind)}" for kind in kinds) or "not recorded"
+    limit = recipe.get("max_tokens")
+    budget = f", at most {limit:,} tokens" if isinstance(limit, int) else ""
+    chunks = f" in {recipe['seq_len']}-token chunks" if recipe.get("seq_len") else ""
+    return f"local text only, nothing downloaded ({described}){chunks}{budget}."
+
+
+def _final_loss(log) -> str | None:
+    entries = [entry for entry in log or [] if isinstance(entry, dict) and "loss" in entry]
+    if not entries:
+        return None
+    last = entries[-1]
+    step = f" at step {last['step']}" if "step" in last else ""
+    return f"{float(last['loss']):.4f}{step}"
+
+
+def _measured_facts(results: BenchmarkResults) -> dict:
+    return {
+        "measured_summary": _summary(results),
+        "runs": [_run_row(run) for run in results.runs],
+        "environment": ", ".join(f"{name} {value}" for name, value in results.environment.items()),
+        "bench_notes": list(results.notes),
+    }
+
+
+def _summary(results: BenchmarkResults) -> list[str]:
+    """One line per LongSpec variant measured: its tau and speedup ranges over the settings."""
+    methods = results.longspec_methods or (None,)
+    lines = []
+    for method in methods:
+        tau = results.longspec_range("tau", method) if method else None
+        speedup = results.longspec_range("speedup", method) if method else None
+        lines.append(
+            f"{method or 'LongSpec'}: τ (mean tokens per target forward) {_span(tau) if tau else NOT_MEASURED}; "
+            f"speedup over vanilla `generate()` {f'{_span(speedup)}x' if speedup else NOT_MEASURED}."
+        )
+    return lines
+
+
+def _run_row(run: BenchmarkRun) -> dict:
+    return {
+        "task": _cell(run.task) if run.task else NOT_MEASURED,
+        "prompt_tokens": run.prompt_tokens if run.prompt_tokens is not None else NOT_MEASURED,
+        "new_tokens": run.new_tokens if run.new_tokens is not None else NOT_MEASURED,
+        "method": _cell(run.method) if run.method else "unnamed",
+        "tau": _number(run.tau),
+        "tokens_per_second": _number(run.tokens_per_second, 1),
+        "speedup": f"{_number(run.speedup)}x" if run.speedup is not None else NOT_MEASURED,
+        "identical": _identical(run.exact_match),
+    }
+
+
+def _identical(exact_match: float | None) -> str:
+    if exact_match is None:
+        return NOT_MEASURED
+    return "yes" if exact_match == 1.0 else f"{exact_match:.0%} of prompts"
+
+
+def _cell(text: str) -> str:
+    """Text that cannot break a markdown table row."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    return NOT_MEASURED if value is None else f"{value:.{digits}f}"
+
+
+def _span(bounds: tuple[float, float]) -> str:
+    low, high = bounds
+    return _number(low) if f"{low:.2f}" == f"{high:.2f}" else f"{_number(low)}-{_number(high)}"
+
+
+def _count(parameters: int) -> str:
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if parameters >= size:
+            return f"{parameters / size:.1f}{suffix}"
+    return str(parameters)

@@ -1,0 +1,141 @@
+"""`hf-longspec bench` and benchmarks/scale_study.py: quick CPU runs, the exactness metric, the table."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import tiny_llama
+from hf_longspec import LongSpecDraftModel
+from hf_longspec.bench.exactness import metric_dir, token_exact_match
+from hf_longspec.bench.methods import METHOD_NAMES, build_methods
+from hf_longspec.bench.runner import RunRecord
+from hf_longspec.bench.summary import markdown_table, summarize
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _metric_function():
+    spec = importlib.util.spec_from_file_location("token_exact_match_file", metric_dir() / "token_exact_match.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.token_exact_match
+
+
+PREDICTIONS = [[1, 2, 3], [4, 5], [7, 8, 9], [1]]
+REFERENCES = [[1, 2, 3], [4, 6], [7, 8], [1, 2]]
+
+
+def test_token_exact_match_metric():
+    expected = {"exact_match": 0.25, "first_divergence": [-1, 1, 2, 1], "mean_matched_prefix": (3 + 1 + 2 + 1) / 4}
+    plain = _metric_function()(PREDICTIONS, REFERENCES)
+    assert {k: plain[k] for k in expected} == expected
+    assert plain["token_accuracy"] == pytest.approx((1 + 1 / 2 + 2 / 3 + 1 / 2) / 4)
+    assert token_exact_match().compute(PREDICTIONS, REFERENCES) == plain  # evaluate, or the file's function without it
+
+
+def test_token_exact_match_loads_with_evaluate_offline():
+    evaluate = pytest.importorskip("evaluate")
+    metric = evaluate.load(str(metric_dir()))
+    assert metric.compute(predictions=PREDICTIONS, references=REFERENCES) == _metric_function()(PREDICTIONS, REFERENCES)
+
+
+def _record(method, length, seconds, tokens, forwards, prompt=0):
+    return RunRecord(method=method, kind="code", prompt_index=prompt, source="pkg", length=length,
+                     new_tokens=len(tokens), wall_s=seconds + 1.0, prefill_s=1.0, prefill_tokens=1,
+                     target_forwards=forwards, decode_bytes=10**9, memory={"kind": "cpu_rss_delta", "rss_delta_bytes": 0},
+                     longspec_stats={"emitted_tokens": len(tokens) - 1, "rounds": forwards - 1}
+                     if method.startswith("longspec") else None, tokens=tokens)
+
+
+def test_methods_speedups_and_table():
+    draft = LongSpecDraftModel.from_target(tiny_llama(), tree_widths=[2, 3, 3])
+    methods = build_methods(["longspec_tree", "longspec_chain", "pld"], draft, pld_tokens=7)
+    assert [m.name for m in methods] == [n for n in METHOD_NAMES if n != "longspec_tree_eager"]  # vanillas always run
+    by_name = {m.name: m for m in methods}
+    assert by_name["longspec_chain"].generate_kwargs["longspec_tree_widths"] == [1, 1, 1]
+    assert by_name["longspec_tree"].generate_kwargs["longspec_tree_widths"] == [2, 3, 3]
+    assert by_name["pld"].generate_kwargs == {"prompt_lookup_num_tokens": 7}
+    assert by_name["longspec_tree"].same_backend_vanilla == "vanilla_sdpa"
+
+    tokens = list(range(9))
+    records = [
+        _record("vanilla_eager", 512, 4.0, tokens, 9), _record("vanilla_sdpa", 512, 8.0, tokens, 9),
+        _record("pld", 512, 4.0, tokens, 5), _record("longspec_chain", 512, 2.0, tokens, 3),
+        _record("longspec_tree", 512, 1.0, tokens[:5] + [0, 0, 0, 0], 3),
+    ]
+    rows = {row["method"]: row for row in summarize(records, methods, copy_bytes_per_s=4e9)}
+    tree = rows["longspec_tree"]
+    assert tree["speedup_vs_sdpa"] == pytest.approx(8.0) and tree["speedup_vs_eager"] == pytest.approx(4.0)
+    assert tree["tokens_per_target_forward"] == pytest.approx(4.0) and tree["longspec_tau"] == pytest.approx(4.0)
+    assert tree["achieved_bytes_per_s"] == pytest.approx(1e9) and tree["fraction_of_copy_bandwidth"] == pytest.approx(0.25)
+    assert tree["exactness_vs_sdpa"]["first_divergence"] == [5]
+    assert rows["pld"]["exactness_vs_sdpa"]["exact_match"] == 1.0 and "exactness_vs_sdpa" not in rows["vanilla_sdpa"]
+    table = markdown_table(list(rows.values()))
+    assert "| 512 | LongSpec tree 2-3-3 (hybrid) |" in table and "0% (first diff @5)" in table
+    assert len({line.count("|") for line in table.splitlines()}) == 1
+
+
+def test_workloads_cut_from_local_code_and_prose(embedded):
+    from hf_longspec.bench.workloads import build_workloads
+
+    _, tokenizer = embedded
+    workloads = build_workloads(tokenizer, [96, 48], ("code", "prose"), prompts_per_length=1)
+    assert [(w.length, w.kind) for w in workloads] == [(48, "code"), (48, "prose"), (96, "code"), (96, "prose")]
+    assert all(len(w.input_ids) == w.length for w in workloads)
+    short, long = workloads[0], workloads[2]
+    assert short.source == long.source != "mixed-packages"  # one package's sources as the context
+    assert long.input_ids[:48] == short.input_ids  # longer prompts only add context before the cut
+
+
+def test_bench_cli_quick_on_the_embedded_target(embedded, tmp_path, monkeypatch, capsys):
+    from hf_longspec import cli
+    from hf_longspec.bench import harness
+
+    model, _ = embedded
+    attention_before = model.config._attn_implementation
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # PyTorch math on the CPU, as a plain CLI run (kernels tested elsewhere)
+    monkeypatch.setattr(harness, "load_target", lambda args: embedded)  # reuse the session's loaded SmolLM2
+    assert cli.main(["bench", "--quick", "--out", str(tmp_path), "--no-progress", "--draft", "untrained"]) == 0
+
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["schema"] == "hf-longspec-bench/1" and result["settings"]["lengths"] == [256]
+    assert {"device_name", "torch", "transformers", "date_utc", "command_line"} <= set(result["machine"])
+    rows = {row["method"]: row for row in result["rows"]}
+    assert set(rows) == set(METHOD_NAMES)
+    for name, row in rows.items():
+        assert row["new_tokens"] == 8 and row["tokens_per_s"] > 0
+        if name != "vanilla_sdpa":
+            assert row["exactness_vs_sdpa"]["exact_match"] == 1.0, name  # float32 on the CPU: identical tokens
+    assert rows["vanilla_sdpa"]["tokens_per_target_forward"] == 1.0
+    assert rows["longspec_tree"]["longspec_rounds"] >= 1 and rows["longspec_tree"]["longspec_tau"] >= 1.0
+    assert result["draft"]["trained"] is False and any("UNTRAINED" in note for note in result["notes"])
+    assert (tmp_path / "bench.md").read_text().rstrip().endswith(capsys.readouterr().out.rstrip().splitlines()[-1])
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "speedup.png").stat().st_size > 0
+    assert model.config._attn_implementation == attention_before
+
+
+def test_scale_study_quick(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    spec = importlib.util.spec_from_file_location("scale_study", REPO / "benchmarks" / "scale_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    bench_json = tmp_path / "bench.json"
+    bench_json.write_text(json.dumps({
+        "rows": [{"method": "longspec_tree", "length": 256, "longspec_rounds": 4, "longspec_emitted_tokens": 10}],
+        "draft": {"source": "test", "trained": True}, "model": {"target": "embedded"}, "machine": {"device_name": "cpu"},
+    }))
+    args = ["--quick", "--contexts", "64", "160", "--repeats", "1", "--warmup", "0", "--tau-from", str(bench_json),
+            "--out", str(tmp_path / "scale")]
+    assert study.main(args) == 0
+    result = json.loads((tmp_path / "scale" / "scale_study.json").read_text())
+    assert result["tau"] == pytest.approx(2.5) and result["draft_memory_constant"] is True
+    assert [row["context"] for row in result["rows"]] == [64, 160]
+    for row in result["rows"]:
+        assert row["round_s"] > 0 and row["vanilla_eager_step_s"] > 0 and row["vanilla_sdpa_step_s"] > 0
+        assert row["committed_path_nodes"] == 6 and row["tree_nodes"] == 1 + 4 + 16 * 4
+        assert row["projected_speedup_vs_sdpa"] == pytest.approx(2.5 * row["vanilla_sdpa_step_s"] / row["round_s"])
+    assert result["rows"][1]["target_kv_cache_bytes"] == 2 * 2 * 2 * 160 * 32 * 4  # K+V, layers, kv heads, head dim, fp32
+    assert "PROJECTED speedup" in capsys.readouterr().out
