@@ -48,6 +48,7 @@ class StepTimer(TrainerCallback):
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--work", default=None, help="scratch folder for checkpoints (default: OUT/work)")
     parser.add_argument("--budget-seconds", type=float, default=240.0)
     parser.add_argument("--ablation-steps", type=int, default=250)
     parser.add_argument("--seq-len", type=int, default=2048)
@@ -68,12 +69,13 @@ def main():
         args.max_tokens, args.eval_lengths, args.eval_new_tokens = 20_000, "300", 8
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work) if args.work else out / "work"
     started = time.perf_counter()
     target, tokenizer = load_embedded_target()
     device = target.device
     base = dict(seq_len=args.seq_len, batch_size=args.batch_size, learning_rate=args.lr, max_tokens=args.max_tokens,
                 logging_steps=10, save_steps=10**9, warmup_steps=20)
-    dataset = build_dataset(tokenizer, TrainRecipe(output_dir=str(out / "tmp"), **base))
+    dataset = build_dataset(tokenizer, TrainRecipe(output_dir=str(work / "tmp"), **base))
     print(f"dataset: {len(dataset)} chunks of {args.seq_len} tokens ({time.perf_counter() - started:.0f} s)", flush=True)
     lengths = tuple(int(x) for x in args.eval_lengths.split(","))
     prompts = held_out_prompts(tokenizer, lengths=lengths, device=device)
@@ -82,7 +84,7 @@ def main():
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "command": "PYTHONPATH=src python benchmarks/train_smollm2_draft.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "quick", "skip_ablation")),
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "work", "quick", "skip_ablation")),
         "dataset_chunks": len(dataset),
         "eval_prompts": [{"kind": k, "length": n} for k, n, _ in prompts],
     }
@@ -92,18 +94,18 @@ def main():
 
     # 1. probe the step time, then the main run sized to the budget
     timer = StepTimer()
-    probe = TrainRecipe(output_dir=str(out / "probe"), max_steps=25, **base)
+    probe = TrainRecipe(output_dir=str(work / "probe"), max_steps=25, **base)
     train_draft(target, tokenizer, probe, dataset=dataset, callbacks=[timer], progress=False)
     step_seconds = (timer.times[-1] - timer.times[4]) / (len(timer.times) - 5) if len(timer.times) > 6 else 1.0
     main_steps = max(int(args.budget_seconds / step_seconds), 10)
     report["step_seconds"] = step_seconds
     print(f"step time {step_seconds * 1000:.0f} ms -> main run {main_steps} steps", flush=True)
 
-    recipe = TrainRecipe(output_dir=str(out / "main_run"), max_steps=main_steps, **base)
+    recipe = TrainRecipe(output_dir=str(work / "main_run"), max_steps=main_steps, **base)
     t0 = time.perf_counter()
     draft = train_draft(target, tokenizer, recipe, dataset=dataset)
     train_seconds = time.perf_counter() - t0
-    final = out / "main_run" / "final"
+    final = work / "main_run" / "final"
     draft_dir = out / "draft"
     draft_dir.mkdir(exist_ok=True)
     draft.to(torch.bfloat16).save_pretrained(draft_dir)  # shipped in bf16: 4M params, ~9 MB
@@ -125,9 +127,9 @@ def main():
     report["ablation"] = []
     if not args.skip_ablation:
         for name, switches in ABLATION:
-            recipe = TrainRecipe(output_dir=str(out / "ablation"), max_steps=args.ablation_steps, **base, **switches)
+            recipe = TrainRecipe(output_dir=str(work / "ablation"), max_steps=args.ablation_steps, **base, **switches)
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
-            log = json.loads((out / "ablation" / "final" / "training_log.json").read_text())
+            log = json.loads((work / "ablation" / "final" / "training_log.json").read_text())
             draft.to(target.dtype).eval().bind(target)
             tau = measure_tau(target, draft, prompts, max_new_tokens=args.eval_new_tokens)
             report["ablation"].append({

@@ -3,7 +3,7 @@
 set -u
 source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-timeout 560 python benchmarks/train_smollm2_draft.py --out "$OUT" --budget-seconds "${BUDGET:-240}" 2>&1 \
+timeout 560 python benchmarks/train_smollm2_draft.py --out "$OUT" --budget-seconds "${BUDGET:-200}" --ablation-steps 200 --max-tokens 30000000 --work /tmp/train_work 2>&1 \
   | grep -v "it/s]" | tee "$OUT/train_log.txt" | tail -30
 rm -rf /tmp/draft && cp -r "$OUT/draft" /tmp/draft
-rm -rf "$OUT/main_run" "$OUT/ablation" "$OUT/probe" "$OUT/tmp"
+
