@@ -340,7 +340,8 @@ def main(argv=None) -> int:
               flush=True)
     ring_tree = {row["draft_memory"]["ring_plus_tree_kv_bytes"] for row in rows}
     peaks = [row["draft_memory"]["drafting_transient_peak_bytes"] for row in rows]
-    peaks_flat = None in peaks or max(peaks) <= 1.01 * min(peaks)  # allocator rounding aside, no growth with context
+    # no growth with context: later peaks may not exceed the shortest context's (allocator rounding: 5%)
+    peaks_flat = None in peaks or max(peaks[1:], default=peaks[0]) <= 1.05 * peaks[0]
     result = {
         "schema": "hf-longspec-scale-study/1",
         "machine": machine_info(device),

@@ -168,6 +168,11 @@ def test_clear_errors_and_no_partial_state():
     assert target.config._attn_implementation == "sdpa"
     reference = target.generate(ids, max_new_tokens=6, do_sample=False)
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=6, do_sample=False), reference)
+    # a tensor-parallel target is refused up front
+    target._tp_size = 2
+    with pytest.raises(UnsupportedGenerationError, match="tensor-parallel"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4)
+    target._tp_size = None
     # the target's vocabulary changed after binding
     target.resize_token_embeddings(100)
     with pytest.raises(IncompatibleDraftError, match="vocab size mismatch"):

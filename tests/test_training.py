@@ -78,6 +78,9 @@ def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
     assert len(losses) >= 100
     assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 0.3
     assert (final / "model.safetensors").exists() and (tmp_path / "run" / "checkpoint-60").exists()
+    # Hub-ready as saved: safetensors weights, no pickles
+    assert sorted(p.name for p in final.iterdir()) == [
+        "config.json", "model.safetensors", "training_log.json", "training_recipe.json"]
     reloaded = LongSpecDraftModel.from_pretrained(final).bind(target)
     assert torch.equal(reloaded.mlp.up_proj.weight, draft.mlp.up_proj.weight)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import torch
@@ -25,7 +26,10 @@ def embedded_gguf_path() -> Path:
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """cuda:LOCAL_RANK under torchrun / accelerate launch, else cuda, else cpu."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def load_embedded_target(device=None, dtype=None, attn_implementation: str | None = None):

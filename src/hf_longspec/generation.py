@@ -95,6 +95,11 @@ def _check_request(model, draft, input_ids, generation_config, model_kwargs, ver
     """Everything that can be wrong is refused before any forward runs."""
     if draft is None:
         raise UnsupportedGenerationError("longspec_generate needs longspec_draft=<LongSpecDraftModel bound to the target>.")
+    if getattr(model, "tp_size", None) not in (None, 1):
+        raise UnsupportedGenerationError(
+            f"The target is tensor-parallel (tp_size={model.tp_size}); LongSpec verification does not support "
+            "sharded targets yet (the draft reads one target layer's full KV heads). Load the target on one device."
+        )
     if draft.target is not model:
         raise IncompatibleDraftError(
             "This draft is bound to another target model; call draft.bind(target) for the model you generate with."

@@ -1,4 +1,8 @@
-"""Batches for LongSpecTrainer: stacked chunks plus the step's random positions and noise shift."""
+"""Batches for LongSpecTrainer: stacked chunks plus the step's random positions and noise shift.
+
+The randomness is a function of what is being collated, not of how the batch is split: a row's
+positions depend on (seed, sample index, how often that sample was seen) and the shift on
+(seed, step), so N data-parallel ranks with batch b train exactly like one process with batch N*b."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .positions import anchor_offset_position_ids, noise_shift
+from .positions import anchor_offset_for_sample, anchor_offset_position_ids, noise_shift
 
 
 @dataclass
@@ -19,15 +23,30 @@ class LongSpecCollator:
     seed: int = 0
 
     def __post_init__(self):
-        self.generator = torch.Generator().manual_seed(self.seed)
+        self.generator = torch.Generator().manual_seed(self.seed)  # for features without an index
+        self.steps = 0
+        self.seen: dict[int, int] = {}
 
     def __call__(self, features: list[dict]) -> dict:
         input_ids = torch.stack([f["input_ids"] for f in features])
         batch, seq = input_ids.shape
+        if all("index" in f for f in features):
+            rows = []
+            for feature in features:
+                sample = int(feature["index"])
+                occurrence = self.seen.get(sample, 0)
+                self.seen[sample] = occurrence + 1
+                rows.append(anchor_offset_for_sample(seq, self.max_positions, self.num_anchors, self.seed, sample,
+                                                     occurrence, self.anchor_offset))
+            position_ids = torch.stack(rows)
+        else:
+            position_ids = anchor_offset_position_ids(
+                batch, seq, self.max_positions, self.num_anchors, self.generator, self.anchor_offset
+            )
+        step_generator = torch.Generator().manual_seed(hash((self.seed, self.steps)) & 0x7FFF_FFFF_FFFF)
+        self.steps += 1
         return {
             "input_ids": input_ids,
-            "position_ids": anchor_offset_position_ids(
-                batch, seq, self.max_positions, self.num_anchors, self.generator, self.anchor_offset
-            ),
-            "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, self.generator, self.noisy)),
+            "position_ids": position_ids,
+            "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, step_generator, self.noisy)),
         }

@@ -40,7 +40,7 @@ class LocalTextChunks(Dataset):
         return self.chunks.shape[0]
 
     def __getitem__(self, index: int) -> dict:
-        return {"input_ids": self.chunks[index]}
+        return {"input_ids": self.chunks[index], "index": index}
 
 
 def _encode_all(tokenizer, texts: list[str], eos: int | None) -> list[int]:

@@ -26,6 +26,14 @@ def anchor_offset_position_ids(
     return plain
 
 
+def anchor_offset_for_sample(seq_len: int, max_positions: int, num_anchors: int, seed: int, sample: int,
+                             occurrence: int, enabled: bool = True) -> torch.Tensor:
+    """(L,) anchor-offset positions of one sample; the offset depends only on (seed, sample,
+    occurrence), so data-parallel ranks draw exactly what a single process would."""
+    generator = torch.Generator().manual_seed(hash((seed, sample, occurrence)) & 0x7FFF_FFFF_FFFF)
+    return anchor_offset_position_ids(1, seq_len, max_positions, num_anchors, generator, enabled)[0]
+
+
 def noise_shift(max_shift: int, generator: torch.Generator | None = None, enabled: bool = True) -> int:
     """How many of the newest target K/V entries the draft may not read this step.
 

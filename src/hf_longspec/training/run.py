@@ -94,8 +94,10 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     trainer.train(resume_from_checkpoint=True if resume else None)
     final_dir = Path(recipe.output_dir) / "final"
     draft.eval()
-    draft.save_pretrained(final_dir)
-    (final_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
-    (final_dir / "training_log.json").write_text(json.dumps(trainer.state.log_history, indent=2))
+    trainer.save_model(str(final_dir))  # the main process writes; every rank waits for it
+    if trainer.is_world_process_zero():
+        (final_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: keep the folder Hub-ready
+        (final_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
+        (final_dir / "training_log.json").write_text(json.dumps(trainer.state.log_history, indent=2))
     return draft
 

@@ -1,0 +1,34 @@
+"""Run by tests/test_distributed.py, alone or under `torchrun --nproc_per_node N`: trains a draft
+for a tiny random target (identical on every rank) on real local text and saves it."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import tiny_llama  # noqa: E402
+from test_training import ByteTokenizer  # noqa: E402
+
+from hf_longspec.training.run import TrainRecipe, train_draft  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=6)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    target = tiny_llama(vocab_size=257, hidden_size=64, layers=2, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(
+        output_dir=args.output, max_steps=args.steps, seq_len=64, batch_size=args.batch_size, learning_rate=1e-2,
+        warmup_steps=0, max_tokens=40_000, save_steps=10**6, logging_steps=1, distill="argmax",
+        kinds=["prose"], draft_overrides={"sliding_window": 32},
+    )
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+
+
+if __name__ == "__main__":
+    main()
