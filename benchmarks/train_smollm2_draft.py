@@ -84,7 +84,8 @@ def main():
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "command": "PYTHONPATH=src python benchmarks/train_smollm2_draft.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "work", "quick", "skip_ablation")),
+            f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
+            for k, v in vars(args).items() if k not in ("out", "work", "quick") and v is not False),
         "dataset_chunks": len(dataset),
         "eval_prompts": [{"kind": k, "length": n} for k, n, _ in prompts],
     }

@@ -49,11 +49,15 @@ from .errors import (  # noqa: E402
 )
 from .modeling_longspec import LongSpecDraftModel  # noqa: E402
 
+from .attention import LONGSPEC_ATTENTION, register_longspec_attention  # noqa: E402
+
 AutoConfig.register(LongSpecDraftConfig.model_type, LongSpecDraftConfig, exist_ok=True)
 AutoModel.register(LongSpecDraftConfig, LongSpecDraftModel, exist_ok=True)
+register_longspec_attention()  # attn_implementation="longspec_hybrid" works after `import hf_longspec`
 
 __version__ = "0.1.0"
 __all__ = [
+    "LONGSPEC_ATTENTION",
     "LongSpecDraftConfig",
     "LongSpecDraftModel",
     "load_embedded_target",

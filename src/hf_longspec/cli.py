@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
                           args.dtype)
     print("\n".join(report.lines()))
-    return 0 if report.identical else 1
+    return 1 if report.failed else 0
 
 
 def cmd_train(args) -> int:
@@ -106,23 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=cmd_train)
 
-    try:
-        from .bench.harness import add_arguments as add_bench_arguments
-    except ImportError:
-        add_bench_arguments = None
-    if add_bench_arguments is not None:
-        bench = commands.add_parser("bench", help="long-context benchmark against the peers")
-        add_bench_arguments(bench)
-        bench.set_defaults(func=cmd_bench)
+    from .bench.harness import add_arguments as add_bench_arguments
+    from .publishing.publish import add_arguments as add_publish_arguments
 
-    try:
-        from .publishing.publish import add_arguments as add_publish_arguments
-    except ImportError:
-        add_publish_arguments = None
-    if add_publish_arguments is not None:
-        publish = commands.add_parser("publish", help="check a draft folder and upload it to the Hub")
-        add_publish_arguments(publish)
-        publish.set_defaults(func=cmd_publish)
+    bench = commands.add_parser("bench", help="long-context benchmark against the peers")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
+
+    publish = commands.add_parser("publish", help="check a draft folder and upload it to the Hub")
+    add_publish_arguments(publish)
+    publish.set_defaults(func=cmd_publish)
     return parser
 
 

@@ -235,7 +235,9 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         check_supported_target(target)
         config = LongSpecDraftConfig.from_target_config(target.config, **overrides)
         reference = target.get_input_embeddings().weight
-        draft = cls(config).to(device=reference.device, dtype=reference.dtype)
+        with torch.device(reference.device):  # initialize where it will run (an 8B target's draft is ~250M)
+            draft = cls(config)
+        draft = draft.to(dtype=reference.dtype)
         final_norm = getattr(getattr(target, "model", None), "norm", None)
         if final_norm is not None and final_norm.weight.shape == draft.norm.weight.shape:
             with torch.no_grad():  # start from the target's output scale: the LM head is trained for it
