@@ -60,6 +60,18 @@ def test_custom_generate_route_and_prefilled_cache():
     assert torch.equal(out, reference)
 
 
+def test_tree_shape_from_generation_config_fields():
+    from transformers import GenerationConfig
+
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    config = GenerationConfig(max_new_tokens=12, do_sample=False, longspec_tree_widths=[2, 2], longspec_max_nodes=3)
+    out = target.generate(ids, assistant_model=draft, generation_config=config, **MASKED)
+    assert torch.equal(out, target.generate(ids, max_new_tokens=12, do_sample=False))
+    stats = draft.last_stats
+    assert 0 < stats.drafted_nodes <= 3 * stats.rounds  # the node budget caps every tree
+
+
 def test_oracle_chain_reaches_depth_plus_one():
     target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
     ids = _prompt()

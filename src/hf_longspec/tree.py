@@ -156,14 +156,17 @@ class TreeDrafter:
         k = min(width, vocab)
         top_log_q, top_tokens = log_q.topk(k, dim=-1)  # (count, k)
         candidate = (parent_scores[:, None] + top_log_q).flatten()
-        n_pick = min(width, int(torch.isfinite(candidate).sum()))
-        picked = candidate.topk(n_pick).indices
-        parent_local = picked // k
         if not self.do_sample:
+            # no host sync: a -inf candidate (a token the processors forbid) is harmless, the
+            # target's processed argmax never picks it
+            picked = candidate.topk(min(width, candidate.numel())).indices
+            parent_local = picked // k
             order = torch.argsort(parent_local * k + picked % k)  # group by parent, best first
             picked = picked[order]
             return parent_local[order], top_tokens.flatten()[picked], top_log_q.flatten()[picked]
-        return self._sample_children(log_q, torch.bincount(parent_local, minlength=count))
+        # sampling: a node may get only as many children as q has tokens with mass
+        picked = candidate.topk(min(width, int(torch.isfinite(candidate).sum()))).indices
+        return self._sample_children(log_q, torch.bincount(picked // k, minlength=count))
 
     @staticmethod
     def _sample_children(log_q: torch.Tensor, counts: torch.Tensor):
