@@ -14,6 +14,21 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def packed_row_block(row_block, batch_head, num_kv_heads, rows_per_head, packed_rows,
+                     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Which (batch, KV head) a program serves and its BLOCK_M packed query rows.
+
+    The g query heads of a KV group are folded into rows: row = head_in_group * rows_per_head + token.
+    Returns (b, kvh, head_in_group, token, row_ok, dims, dim_ok); b and kvh are int64 for addressing.
+    """
+    b = (batch_head // num_kv_heads).to(tl.int64)
+    kvh = (batch_head % num_kv_heads).to(tl.int64)
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, BLOCK_D)
+    return b, kvh, rows // rows_per_head, rows % rows_per_head, rows < packed_rows, dims, dims < HEAD_DIM
+
+
+@triton.jit
 def scores_log2(q, k_t, qk_scale_log2, DOT_IN_FP32: tl.constexpr):
     """``q @ k_t`` in float32, scaled into base-2 units.
 

@@ -11,7 +11,7 @@ final output directly.
 import triton
 import triton.language as tl
 
-from ._attention_core import finish_rows, online_softmax_step, scores_log2
+from ._attention_core import finish_rows, online_softmax_step, packed_row_block, scores_log2
 
 
 @triton.jit
@@ -30,18 +30,9 @@ def split_attention_kernel(
     BLOCK_D: tl.constexpr,
     HEAD_DIM: tl.constexpr,
 ):
-    row_block = tl.program_id(0)
-    batch_head = tl.program_id(1)
     split = tl.program_id(2)
-    b = (batch_head // num_kv_heads).to(tl.int64)
-    kvh = (batch_head % num_kv_heads).to(tl.int64)
-
-    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < packed_rows
-    head_in_group = rows // query_len
-    token = rows % query_len
-    dims = tl.arange(0, BLOCK_D)
-    dim_ok = dims < HEAD_DIM
+    b, kvh, head_in_group, token, row_ok, dims, dim_ok = packed_row_block(
+        tl.program_id(0), tl.program_id(1), num_kv_heads, query_len, packed_rows, BLOCK_M, BLOCK_D, HEAD_DIM)
     row_dim_ok = row_ok[:, None] & dim_ok[None, :]
 
     q_ptrs = (Q + b * stride_qb + kvh * stride_qh + head_in_group[:, None] * stride_qg
@@ -90,17 +81,8 @@ def combine_splits_kernel(
     BLOCK_D: tl.constexpr,
     HEAD_DIM: tl.constexpr,
 ):
-    row_block = tl.program_id(0)
-    batch_head = tl.program_id(1)
-    b = (batch_head // num_kv_heads).to(tl.int64)
-    kvh = (batch_head % num_kv_heads).to(tl.int64)
-
-    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < packed_rows
-    head_in_group = rows // query_len
-    token = rows % query_len
-    dims = tl.arange(0, BLOCK_D)
-    dim_ok = dims < HEAD_DIM
+    b, kvh, head_in_group, token, row_ok, dims, dim_ok = packed_row_block(
+        tl.program_id(0), tl.program_id(1), num_kv_heads, query_len, packed_rows, BLOCK_M, BLOCK_D, HEAD_DIM)
     row_dim_ok = row_ok[:, None] & dim_ok[None, :]
 
     po_ptrs = (PART_OUT + b * stride_pb + kvh * stride_ph + head_in_group[:, None] * stride_pg
