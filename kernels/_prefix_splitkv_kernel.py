@@ -3,7 +3,9 @@
 ``split_attention_kernel``: one program per (row block, batch x KV head, key split) attends its
 packed query rows (GQA group folded into rows) to one contiguous slice of the keys, with no
 mask, and writes a float32 partial (normalised out, lse). With a single split it writes the
-final output directly.
+final output directly. With ``HAS_SEQLENS`` the number of valid keys of each batch row is read
+from a device tensor, so a preallocated cache of fixed capacity can be read by one launch
+shape whatever its fill (what CUDA-graph replay needs).
 
 ``combine_splits_kernel``: merges the partials of each row exactly by log-sum-exp.
 """
@@ -16,7 +18,7 @@ from ._attention_core import finish_rows, online_softmax_step, packed_row_block,
 
 @triton.jit
 def split_attention_kernel(
-    Q, K, V, OUT, LSE,
+    Q, K, V, OUT, LSE, SEQLENS,
     stride_qb, stride_qh, stride_qg, stride_qt, stride_qd,
     stride_kb, stride_kh, stride_kt, stride_kd,
     stride_vb, stride_vh, stride_vt, stride_vd,
@@ -24,6 +26,7 @@ def split_attention_kernel(
     stride_ls, stride_lb, stride_lh, stride_lg, stride_lt,
     num_kv_heads, query_len, key_len, packed_rows, keys_per_split,
     qk_scale_log2,
+    HAS_SEQLENS: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -43,7 +46,10 @@ def split_attention_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
+    if HAS_SEQLENS:  # per-row valid length read from memory: one launch (or graph) serves every length
+        key_len = tl.load(SEQLENS + b).to(tl.int32)
     # This split's keys [lo, lo + split_len); offsets inside it stay small, the base is 64-bit.
+    # A split past the row's length sees no key and writes (0, -inf), which the merge ignores.
     lo = split * keys_per_split
     split_len = tl.minimum(keys_per_split, key_len - lo)
     k_base = K + b * stride_kb + kvh * stride_kh + lo.to(tl.int64) * stride_kt

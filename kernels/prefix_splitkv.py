@@ -81,8 +81,9 @@ def prefix_attn_splitkv(
     *,
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
+    seqlens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every query row attends every key; returns ``(out, lse)``.
+    """Every query row attends every (valid) key; returns ``(out, lse)``.
 
     Args:
         q: (B, Hq, T, D) queries (any strides).
@@ -91,6 +92,9 @@ def prefix_attn_splitkv(
         num_splits: force the number of key chunks (default: from S and the SM count).
         out: optional (B, Hq, T, D) tensor to write into, of q's dtype or float32 (float32 keeps
             the result unrounded for a later merge).
+        seqlens: optional (B,) integer device tensor: row b attends only keys [0, seqlens[b]) of a
+            preallocated k/v of capacity S. Read by the kernel from memory, never by the host, so
+            the launch (and a CUDA graph holding it) is the same for every length.
 
     Returns:
         out (B, Hq, T, D) in q's dtype (or ``out``'s) and lse (B, Hq, T) float32, natural log.
@@ -109,6 +113,9 @@ def prefix_attn_splitkv(
     elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
         raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
     lse = new_output((batch, num_q_heads, query_len), torch.float32, q.device)
+    if seqlens is not None and (seqlens.shape != (batch,) or seqlens.device != q.device or seqlens.is_floating_point()):
+        raise ValueError(f"seqlens must be an integer ({batch},) tensor on {q.device}; got {tuple(seqlens.shape)} "
+                         f"{seqlens.dtype} on {seqlens.device}")
     if out.numel() == 0 or key_len == 0:
         out.zero_()
         lse.fill_(float("-inf"))
@@ -131,10 +138,11 @@ def prefix_attn_splitkv(
         part_lse = new_output((num_splits, *l4.shape), torch.float32, q.device)
 
     split_attention_kernel[(row_blocks, batch * num_kv_heads, num_splits)](
-        q5, k, v, part_out, part_lse,
+        q5, k, v, part_out, part_lse, seqlens if seqlens is not None else lse,
         *q5.stride(), *k.stride(), *v.stride(), *part_out.stride(), *part_lse.stride(),
         num_kv_heads, query_len, key_len, packed_rows, keys_per_split,
         scale * LOG2E,
+        HAS_SEQLENS=seqlens is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype, q.device),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=head_dim,
         num_warps=num_warps, num_stages=num_stages,

@@ -14,6 +14,7 @@ from hf_longspec import (
     UnboundDraftError,
     UnsupportedTargetError,
 )
+from hf_longspec.draft_state import DraftStepContext
 from hf_longspec.target_support import target_layer_kv
 
 
@@ -24,15 +25,20 @@ def _target_kv(target, ids, layer):
     return cache, *target_layer_kv(cache, layer)
 
 
+def _root_step(draft, ring, cache, token, position):
+    """Draft logits (1, 1, V) of one tree root at `position`, reading `cache` (a DynamicCache)."""
+    keys, values = target_layer_kv(cache, draft.target_layer_index)
+    tree_kv = torch.zeros(2, 1, draft.config.num_key_value_heads, 1, draft.config.head_dim)
+    context = DraftStepContext(ring, tree_kv[0], tree_kv[1], keys, values, torch.tensor([keys.shape[2]]))
+    return draft.decode_step(context, token_ids=token, position_ids=torch.tensor([[position]]), slot=0,
+                             tree_mask=torch.ones(1, 1, 1, dtype=torch.bool))[0]
+
+
 def _decode_root(draft, target, ids, position):
     """Draft logits for the token at `position`, run as a tree root in decoding mode."""
     cache, _, _ = _target_kv(target, ids[:, :position], draft.target_layer_index)
     ring = draft.start(ids[:, :position])
-    mask = torch.ones(1, 1, 1, dtype=torch.bool)
-    logits, _, _ = draft.decode_step(
-        ring, ids[:, position : position + 1], torch.tensor([[position]]), None, None, mask, cache
-    )
-    return logits[0, 0], ring
+    return _root_step(draft, ring, cache, ids[:, position : position + 1], position)[0, 0], ring
 
 
 def test_config_copies_target_shapes_and_longspec_fields():
@@ -122,10 +128,9 @@ def test_decoding_equals_float64_whole_sequence_reference_beyond_the_window():
     far_cache, _, _ = _target_kv(target, ids[:, :position], draft.target_layer_index)
     ring_far = draft.start(changed_far[:, :position])
     ring_near = draft.start(changed_near[:, :position])
-    step = dict(token_ids=ids[:, position : position + 1], position_ids=torch.tensor([[position]]),
-                tree_keys=None, tree_values=None, tree_mask=torch.ones(1, 1, 1, dtype=torch.bool), target_cache=far_cache)
-    far_logits = draft.decode_step(ring_far, **step)[0][0, 0]
-    near_logits = draft.decode_step(ring_near, **step)[0][0, 0]
+    root = ids[:, position : position + 1]
+    far_logits = _root_step(draft, ring_far, far_cache, root, position)[0, 0]
+    near_logits = _root_step(draft, ring_near, far_cache, root, position)[0, 0]
     assert torch.allclose(far_logits, got, atol=1e-5)
     assert not torch.allclose(near_logits, got, atol=1e-3)
 
@@ -139,7 +144,7 @@ def test_cross_attention_reads_exactly_the_target_layer_cache():
     positions = torch.tensor([[30, 31]])
     cos, sin = draft.rotary_emb(positions, hidden.dtype)
     with torch.no_grad():
-        got = draft.cross_attn.forward_step(hidden, cos, sin, keys, values)
+        got = draft.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([keys.shape[2]]))
         # float64 reference from the cached tensors themselves
         attn = draft.cross_attn.double()
         q = attn.project_q(hidden.double(), cos.double(), sin.double())  # (1, 4, 2, 16)
@@ -152,11 +157,11 @@ def test_cross_attention_reads_exactly_the_target_layer_cache():
     # the draft reads layer 1, and only layer 1
     root = ids[:, -1:]
     ring = draft.start(ids[:, :-1])
-    base = draft.decode_step(ring, root, torch.tensor([[30]]), None, None, torch.ones(1, 1, 1, dtype=torch.bool), cache)[0]
+    base = _root_step(draft, ring, cache, root, 30)
     for layer, should_change in ((0, False), (1, True), (2, False)):
         perturbed = copy.deepcopy(cache)
         perturbed.layers[layer].keys.add_(torch.randn_like(perturbed.layers[layer].keys))
-        logits = draft.decode_step(ring, root, torch.tensor([[30]]), None, None, torch.ones(1, 1, 1, dtype=torch.bool), perturbed)[0]
+        logits = _root_step(draft, ring, perturbed, root, 30)
         assert (not torch.allclose(logits, base, atol=1e-5)) == should_change
 
 

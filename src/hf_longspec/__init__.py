@@ -50,6 +50,7 @@ from .errors import (  # noqa: E402
 from .modeling_longspec import LongSpecDraftModel  # noqa: E402
 
 from .attention import LONGSPEC_ATTENTION, register_longspec_attention  # noqa: E402
+from .generation import LongSpecDecoder  # noqa: E402  (registers generate() routing for bound drafts)
 
 AutoConfig.register(LongSpecDraftConfig.model_type, LongSpecDraftConfig, exist_ok=True)
 AutoModel.register(LongSpecDraftConfig, LongSpecDraftModel, exist_ok=True)
@@ -60,6 +61,7 @@ __all__ = [
     "LONGSPEC_ATTENTION",
     "LongSpecDraftConfig",
     "LongSpecDraftModel",
+    "LongSpecDecoder",
     "load_embedded_target",
     "load_embedded_draft",
     "LongSpecError",

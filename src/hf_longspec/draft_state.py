@@ -1,8 +1,9 @@
-"""The draft's self-attention memory: a fixed-size ring buffer of post-RoPE keys and values.
+"""The draft's decoding memory: a fixed-size ring buffer, plus the per-round tree buffers.
 
 The draft's input is the target's token embedding, so a token's self-attention K/V depend
 only on (token, position). The ring therefore holds the last `window` committed tokens and
-never grows with the context: slot = position % window.
+never grows with the context: slot = position % window. Every update is an index operation on
+device tensors, so it can run inside a captured CUDA graph.
 """
 
 from __future__ import annotations
@@ -36,14 +37,30 @@ class DraftRingBuffer:
         """Bytes of state; constant at any context length."""
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values, self.positions))
 
-    def write(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
-        """Store K/V (B, H_kv, N, D) of tokens at absolute `positions` (B, N), overwriting the oldest."""
-        if positions.shape[1] > self.window:  # only the newest `window` tokens can ever be seen again
+    def clear(self) -> None:
+        self.positions.fill_(-1)
+
+    def write(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
+              valid: torch.Tensor | None = None) -> None:
+        """Store K/V (B, H_kv, N, D) of tokens at consecutive absolute `positions` (B, N).
+
+        ``valid`` (B, N) bool leaves the slots of invalid entries untouched (a padded accepted
+        path). Only the newest `window` tokens can ever be seen again, so N is cut to the window.
+        """
+        if positions.shape[1] > self.window:
             keys, values, positions = keys[:, :, -self.window :], values[:, :, -self.window :], positions[:, -self.window :]
+            valid = valid[:, -self.window :] if valid is not None else None
         slots = positions % self.window  # (B, N), distinct because positions are consecutive
         batch_index = torch.arange(positions.shape[0], device=positions.device)[:, None]
-        self.keys[batch_index, :, slots] = keys.permute(0, 2, 1, 3).to(self.keys.dtype)
-        self.values[batch_index, :, slots] = values.permute(0, 2, 1, 3).to(self.values.dtype)
+        keys = keys.permute(0, 2, 1, 3).to(self.keys.dtype)  # (B, N, H, D), the layout indexing yields
+        values = values.permute(0, 2, 1, 3).to(self.values.dtype)
+        if valid is not None:
+            keep = ~valid
+            keys = torch.where(keep[..., None, None], self.keys[batch_index, :, slots], keys)
+            values = torch.where(keep[..., None, None], self.values[batch_index, :, slots], values)
+            positions = torch.where(keep, self.positions[batch_index, slots], positions)
+        self.keys[batch_index, :, slots] = keys
+        self.values[batch_index, :, slots] = values
         self.positions[batch_index, slots] = positions
 
     def visibility(self, query_positions: torch.Tensor) -> torch.Tensor:
@@ -55,3 +72,20 @@ class DraftRingBuffer:
         held = self.positions[:, None, :]
         query = query_positions[:, :, None]
         return (held >= 0) & (held < query) & (query - held < self.window)
+
+
+@dataclass
+class DraftStepContext:
+    """Everything one drafting step reads besides its own tokens: preallocated, reused every round.
+
+    tree_keys/tree_values: (B, H_kv, N_run, D) self-attention K/V of the tree nodes run so far
+    this round (node id = slot). target_keys/target_values: (B, H_kv, C, D) the bound target
+    layer's cache buffers, of which the first ``target_lengths[b]`` entries are committed.
+    """
+
+    ring: DraftRingBuffer
+    tree_keys: torch.Tensor
+    tree_values: torch.Tensor
+    target_keys: torch.Tensor
+    target_values: torch.Tensor
+    target_lengths: torch.Tensor

@@ -20,9 +20,14 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import CausalLMOutput
 
 from .configuration_longspec import TARGET_MATCHED_FIELDS, LongSpecDraftConfig
-from .draft_state import DraftRingBuffer
+from .draft_state import DraftRingBuffer, DraftStepContext
 from .errors import DraftNotRoutedError, IncompatibleDraftError, UnboundDraftError, UnsupportedTargetError
-from .target_support import check_supported_target, target_layer_kv
+from .target_support import check_supported_target
+
+
+# Called with the target whenever a draft is bound. The decoding package registers its routing
+# here, so this file never imports the decoding loop (data flows model -> round -> loop -> routing).
+BIND_HOOKS: list = []
 
 
 class LongSpecRMSNorm(nn.Module):
@@ -183,13 +188,14 @@ class LongSpecCrossAttention(nn.Module):
             )
         return self.output(out)
 
-    def forward_step(self, hidden, cos, sin, target_keys, target_values) -> torch.Tensor:
-        """Decoding path: every drafted node sees the whole committed target cache."""
-        from .attention import prefix_attention
+    def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths) -> torch.Tensor:
+        """Decoding path: every drafted node sees the committed entries [0, target_lengths[b]) of the
+        target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device."""
+        from .attention.prefix import grouped_prefix_attention_varlen
 
         query = self.project_q(hidden, cos, sin).to(target_keys.dtype)
-        out, _ = prefix_attention(query, target_keys, target_values, self.scaling)
-        return self.output(out)
+        out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
+        return self.output(out.flatten(1, 2))
 
 
 class LongSpecPreTrainedModel(PreTrainedModel):
@@ -262,9 +268,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
             )
         self.config.target_num_hidden_layers = layers
         self._bound_target = (target,)
-        from .generation import install_longspec_generate
-
-        install_longspec_generate(target)
+        for hook in BIND_HOOKS:  # e.g. generation.routing: makes target.generate route this draft
+            hook(target)
         return self
 
     def _check_matches(self, target_config) -> None:
@@ -374,17 +379,22 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         return self.self_attn.project_kv(hidden, cos, sin)
 
     @torch.no_grad()
-    def commit(self, ring: DraftRingBuffer, token_ids: torch.Tensor, position_ids: torch.Tensor) -> None:
-        """Record committed tokens (B, N) at absolute positions (B, N) in the ring buffer."""
+    def commit(self, ring: DraftRingBuffer, token_ids: torch.Tensor, position_ids: torch.Tensor,
+               valid: torch.Tensor | None = None) -> None:
+        """Record committed tokens (B, N) at consecutive absolute positions (B, N) in the ring buffer;
+        entries where ``valid`` (B, N) is False are skipped. Device ops only (graph-safe)."""
         keep = min(token_ids.shape[1], ring.window)
         token_ids, position_ids = token_ids[:, -keep:], position_ids[:, -keep:]
+        valid = valid[:, -keep:] if valid is not None else None
         keys, values = self.token_kv(token_ids, position_ids)
-        ring.write(keys, values, position_ids)
+        ring.write(keys, values, position_ids, valid)
 
     @torch.no_grad()
-    def start(self, input_ids: torch.Tensor) -> DraftRingBuffer:
-        """A fresh ring buffer holding the prompt's last `window` tokens; nothing else is run."""
-        ring = self.new_ring_buffer(input_ids.shape[0])
+    def start(self, input_ids: torch.Tensor, ring: DraftRingBuffer | None = None) -> DraftRingBuffer:
+        """A ring buffer (fresh, or ``ring`` cleared in place) holding the prompt's last `window`
+        tokens; nothing else is run."""
+        ring = ring if ring is not None else self.new_ring_buffer(input_ids.shape[0])
+        ring.clear()
         seq = input_ids.shape[1]
         keep = min(seq, ring.window)
         positions = torch.arange(seq - keep, seq, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
@@ -394,39 +404,38 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
     @torch.no_grad()
     def decode_step(
         self,
-        ring: DraftRingBuffer,
+        context: DraftStepContext,
         token_ids: torch.Tensor,
         position_ids: torch.Tensor,
-        tree_keys: torch.Tensor | None,
-        tree_values: torch.Tensor | None,
+        slot: int,
         tree_mask: torch.Tensor,
-        target_cache,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Run N tree nodes (B, N) through the draft.
+    ) -> tuple[torch.Tensor]:
+        """Run N tree nodes (B, N) at absolute positions (B, N) through the draft.
 
-        Self-attention sees the ring buffer (window-limited) plus earlier tree nodes and
-        itself as allowed by tree_mask (B, N, T_prev + N). Cross-attention sees the whole
-        committed target cache of the bound layer. Returns logits (B, N, V) and the nodes' K/V
-        (to be appended to tree_keys / tree_values by the caller).
+        Their self-attention K/V are written to the round's tree buffers at slots
+        [slot, slot + N). Self-attention sees the ring buffer (window-limited) plus the tree slots
+        allowed by tree_mask (B, N, N_run) (ancestors and itself); cross-attention sees the
+        committed target cache of the bound layer. Returns (logits (B, N, V),). Device ops only.
         """
         hidden = self._embed(token_ids)
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)
         normed = self.input_layernorm(hidden)
         query = self.self_attn.project_q(normed, cos, sin)
         new_keys, new_values = self.self_attn.project_kv(normed, cos, sin)
-        keys, values = new_keys, new_values
-        if tree_keys is not None:
-            keys, values = torch.cat([tree_keys, new_keys], dim=2), torch.cat([tree_values, new_values], dim=2)
-        keys = torch.cat([ring.keys, keys], dim=2)
-        values = torch.cat([ring.values, values], dim=2)
+        count = token_ids.shape[1]
+        context.tree_keys[:, :, slot : slot + count] = new_keys
+        context.tree_values[:, :, slot : slot + count] = new_values
+        ring = context.ring
+        keys = torch.cat([ring.keys, context.tree_keys], dim=2)
+        values = torch.cat([ring.values, context.tree_values], dim=2)
         mask = torch.cat([ring.visibility(position_ids), tree_mask], dim=2)[:, None]
         hidden = hidden + self.self_attn.output(attend(query, keys, values, mask=mask))
-        target_keys, target_values = target_layer_kv(target_cache, self.target_layer_index)
         hidden = hidden + self.cross_attn.forward_step(
-            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values
+            self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
+            context.target_lengths,
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
-        return self._logits(hidden), new_keys, new_values
+        return (self._logits(hidden),)
 
 
 def _comparable_rope(params: dict) -> dict:

@@ -6,10 +6,16 @@ mask as the ``longspec_tree_mask=`` forward kwarg on tree-verification calls.
 
 from .hybrid import (
     LONGSPEC_ATTENTION,
+    LONGSPEC_ATTENTION_EAGER,
+    PREFIX_LENGTHS_KWARG,
     TREE_MASK_KWARG,
+    TREE_POSITIONS_KWARG,
+    cached_tree_attention,
+    hybrid_name_for,
     hybrid_tree_attention,
     longspec_attention_forward,
     register_longspec_attention,
+    use_hybrid_attention,
 )
 from .merge import merge_attention_states
 from .prefix import (
@@ -24,6 +30,11 @@ from .tree import tree_attention, tree_uses_triton
 
 __all__ = [
     "LONGSPEC_ATTENTION",
+    "LONGSPEC_ATTENTION_EAGER",
+    "PREFIX_LENGTHS_KWARG",
+    "TREE_POSITIONS_KWARG",
+    "cached_tree_attention",
+    "hybrid_name_for",
     "PREFIX_BACKENDS",
     "TREE_MASK_KWARG",
     "hybrid_tree_attention",
@@ -37,4 +48,5 @@ __all__ = [
     "set_prefix_backend",
     "tree_attention",
     "tree_uses_triton",
+    "use_hybrid_attention",
 ]

@@ -6,21 +6,36 @@ and (b) each other under the ancestor-or-self tree mask. A 4D mask over prefix +
 kernel that returns its log-sum-exp, the tree through ``fused_mask_attn``, and the two are merged
 exactly by LSE (fused into the tree kernel on the Triton path).
 
-Calls without a ``longspec_tree_mask`` kwarg (prefill, plain decoding, padding masks) are passed
-to transformers' own SDPA attention unchanged. The name avoids "flash" (transformers would switch
-on its flash-attention handling and packed-sequence detection from position ids, which tree
-positions break) and "sdpa" (extra checks).
+With a preallocated cache (``generation/tree_cache.py``) the tree's K/V sit inside a buffer of
+fixed capacity: the forward then also passes ``longspec_prefix_lengths`` (B,) and
+``longspec_tree_positions`` (B, T) as device tensors, and nothing here reads them on the host,
+so the whole verification forward can be captured once as a CUDA graph and replayed at every
+prefix length.
+
+Calls without a ``longspec_tree_mask`` kwarg (prefill, plain decoding, padding masks) go to the
+attention the user had chosen, unchanged: ``longspec_hybrid`` hands them to transformers' SDPA,
+``longspec_hybrid_eager`` to the model's own eager attention. Binding a draft selects one of the
+two once (model-wide state is never switched per call, so concurrent generate() calls are safe).
+The names avoid "flash" (transformers would switch on its flash-attention handling and
+packed-sequence detection from position ids, which tree positions break) and "sdpa" (extra checks).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .prefix import grouped_prefix_attention
+import sys
+
+from .prefix import grouped_prefix_attention, grouped_prefix_attention_varlen
 from .tree import tree_attention
 
 LONGSPEC_ATTENTION = "longspec_hybrid"
+LONGSPEC_ATTENTION_EAGER = "longspec_hybrid_eager"
 TREE_MASK_KWARG = "longspec_tree_mask"
+PREFIX_LENGTHS_KWARG = "longspec_prefix_lengths"
+TREE_POSITIONS_KWARG = "longspec_tree_positions"
+# attention implementation a bound target had -> the name that keeps it for non-tree calls
+HYBRID_NAME_FOR = {"eager": LONGSPEC_ATTENTION_EAGER}
 
 
 def hybrid_tree_attention(
@@ -52,6 +67,43 @@ def hybrid_tree_attention(
     return out
 
 
+def cached_tree_attention(
+    query: torch.Tensor,
+    key_buffer: torch.Tensor,
+    value_buffer: torch.Tensor,
+    tree_mask: torch.Tensor,
+    prefix_lengths: torch.Tensor,
+    tree_positions: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Hybrid tree attention over a preallocated cache; returns (B, T, Hq, D), contiguous.
+
+    key_buffer/value_buffer: (B, Hkv, C, D) with the committed prefix in [0, prefix_lengths[b])
+    and the tree's own K/V already written at ``tree_positions`` (B, T). tree_mask: bool (B, T, T).
+    """
+    batch, num_q_heads, tree_len, head_dim = query.shape
+    prefix_out, prefix_lse = grouped_prefix_attention_varlen(query, key_buffer, value_buffer, prefix_lengths, scale)
+    index = tree_positions[:, None, :, None].expand(batch, key_buffer.shape[1], tree_len, head_dim)
+    tree_keys, tree_values = key_buffer.gather(2, index), value_buffer.gather(2, index)
+    out = torch.empty(batch, tree_len, num_q_heads, head_dim, dtype=query.dtype, device=query.device)
+    tree_attention(
+        query, tree_keys, tree_values, tree_mask, scale,
+        prefix_out=prefix_out, prefix_lse=prefix_lse, out=out.transpose(1, 2),
+    )
+    return out
+
+
+def _non_tree_attention(module, name: str):
+    """The attention a bound target had before binding: SDPA, or the model's own eager function."""
+    if name == LONGSPEC_ATTENTION_EAGER:
+        eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+        if eager is not None:
+            return eager
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward
+
+
 def longspec_attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -69,12 +121,12 @@ def longspec_attention_forward(
     Returns (attn_output (B, T, Hq, D), None).
     """
     tree_mask = kwargs.pop(TREE_MASK_KWARG, None)
+    prefix_lengths = kwargs.pop(PREFIX_LENGTHS_KWARG, None)
+    tree_positions = kwargs.pop(TREE_POSITIONS_KWARG, None)
     if tree_mask is None:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+        name = getattr(getattr(module, "config", None), "_attn_implementation", LONGSPEC_ATTENTION)
+        fallback = _non_tree_attention(module, name)
+        return fallback(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     if dropout:
         raise ValueError("hybrid tree attention is for inference: dropout must be 0 (call model.eval())")
     for unsupported in ("sliding_window", "softcap", "s_aux"):
@@ -82,19 +134,41 @@ def longspec_attention_forward(
             raise NotImplementedError(f"hybrid tree attention does not support {unsupported}")
     if scaling is None:
         scaling = getattr(module, "scaling", None) or query.shape[-1] ** -0.5
+    if prefix_lengths is not None:
+        return cached_tree_attention(query, key, value, tree_mask, prefix_lengths, tree_positions, scaling), None
     return hybrid_tree_attention(query, key, value, tree_mask, scaling), None
 
 
 def register_longspec_attention() -> str:
-    """Register ``longspec_hybrid`` with transformers (idempotent); returns the name.
+    """Register ``longspec_hybrid`` and ``longspec_hybrid_eager`` with transformers (idempotent).
 
-    The attention function goes to ``AttentionInterface``; transformers' ``sdpa_mask`` is
-    registered under the same name in ``AttentionMaskInterface`` so that non-tree calls still get
-    causal/padding masks exactly as with ``attn_implementation="sdpa"``.
+    The attention function goes to ``AttentionInterface``; transformers' ``sdpa_mask`` (or
+    ``eager_mask``) is registered under the same name in ``AttentionMaskInterface`` so that
+    non-tree calls get causal/padding masks exactly as with the implementation they stand for.
+    Returns the SDPA-backed name.
     """
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
     AttentionInterface.register(LONGSPEC_ATTENTION, longspec_attention_forward)
     AttentionMaskInterface.register(LONGSPEC_ATTENTION, sdpa_mask)
+    AttentionInterface.register(LONGSPEC_ATTENTION_EAGER, longspec_attention_forward)
+    AttentionMaskInterface.register(LONGSPEC_ATTENTION_EAGER, eager_mask)
     return LONGSPEC_ATTENTION
+
+
+def use_hybrid_attention(target) -> None:
+    """Make the target's attention hybrid-capable, keeping its own implementation for non-tree calls.
+
+    Done once when a draft is bound (and again only if the user changes the implementation later)."""
+    current = target.config._attn_implementation
+    if current not in (LONGSPEC_ATTENTION, LONGSPEC_ATTENTION_EAGER):
+        register_longspec_attention()
+        target.set_attn_implementation(hybrid_name_for(current))
+
+
+def hybrid_name_for(attn_implementation: str | None) -> str:
+    """The hybrid name that keeps ``attn_implementation`` for a bound target's non-tree calls."""
+    if attn_implementation in (LONGSPEC_ATTENTION, LONGSPEC_ATTENTION_EAGER):
+        return attn_implementation
+    return HYBRID_NAME_FOR.get(attn_implementation, LONGSPEC_ATTENTION)

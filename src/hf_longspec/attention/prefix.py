@@ -177,3 +177,22 @@ def prefix_attention(
     """
     out, lse = grouped_prefix_attention(q, k, v, scale)
     return out.flatten(1, 2).to(q.dtype), lse.flatten(1, 2).float()
+
+
+def grouped_prefix_attention_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over the first ``lengths[b]`` keys of a preallocated cache, in the grouped layout.
+
+    q: (B, Hq, T, D); k/v: (B, Hkv, C, D) buffers of capacity C; lengths: (B,) integer device tensor.
+    Returns out (B, Hkv, g, T, D) float32 and lse (B, Hkv, g, T) float32. Nothing here reads the
+    lengths on the host, so it runs inside a captured CUDA graph: the split-KV Triton kernel reads
+    them from memory (CUDA), or the float32 math fallback masks the keys past them (CPU).
+    """
+    if triton_can_run_on(q.device) and q.device.type == "cuda":
+        out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+        out, lse = prefix_attn_splitkv(q, k, v, scale, out=out, seqlens=lengths)
+        num_kv_heads = k.shape[1]
+        return out.unflatten(1, (num_kv_heads, -1)), lse.unflatten(1, (num_kv_heads, -1))
+    valid = torch.arange(k.shape[2], device=k.device)[None, :] < lengths[:, None]  # (B, C)
+    return grouped_attention_math(q, k, v, scale, allowed=valid[:, None, :].expand(-1, q.shape[2], -1))

@@ -1,0 +1,178 @@
+"""End-to-end decode speed on the embedded SmolLM2: LongSpec against the fastest vanilla a user runs.
+
+    PYTHONPATH=src python benchmarks/decode_bench.py --out DIR [--lengths 4096 8000] [--prompts 3] [--repeats 2]
+
+Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
+(the order flips on every repeat), medians with their spread:
+- vanilla_static: `cache_implementation="static"` (transformers compiles the decoding step into
+  CUDA graphs on its own): the baseline users pick for speed, and the one every speedup is over;
+- vanilla_dynamic: the default DynamicCache (for reference only);
+- longspec: `assistant_model=draft`, the shipped draft, default tree, captured rounds;
+- longspec_eager_rounds: the same with `longspec_cuda_graphs=False` (what the graphs buy).
+Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
+the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
+The bytes floor of a vanilla step is (weights + KV of the context) / measured copy bandwidth.
+Also: in float32, LongSpec output must equal vanilla's; in bf16 the divergence rate of LongSpec vs
+vanilla is reported next to that of vanilla static vs vanilla dynamic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.bench.probes import FirstTokenClock, copy_bandwidth
+from hf_longspec.bench.traffic import kv_bytes_per_token, weight_bytes
+from hf_longspec.bench.workloads import build_workloads
+from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+
+METHODS = {
+    "vanilla_static": {"cache_implementation": "static"},
+    "vanilla_dynamic": {},
+    "longspec": {"assistant_model": True},
+    "longspec_eager_rounds": {"assistant_model": True, "longspec_cuda_graphs": False},
+}
+
+
+def run(target, draft, method, ids, new_tokens):
+    kwargs = dict(METHODS[method])
+    if kwargs.pop("assistant_model", False):
+        kwargs["assistant_model"] = draft
+    else:
+        target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention, untouched
+    clock = FirstTokenClock()
+    torch.cuda.synchronize()
+    clock.begin()
+    out = target.generate(ids, max_new_tokens=new_tokens, do_sample=False, streamer=clock, **kwargs)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - clock.start
+    new = out[0, ids.shape[1]:].tolist()
+    decode_s = wall - clock.prefill_seconds
+    record = {"method": method, "wall_s": wall, "prefill_s": clock.prefill_seconds, "new_tokens": len(new),
+              "decode_tokens_per_s": (len(new) - 1) / decode_s, "tokens": new}
+    if "assistant_model" in kwargs:
+        record["stats"] = draft.last_stats.as_dict()
+    return record
+
+
+def first_divergence(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8000])
+    parser.add_argument("--kinds", nargs="+", default=["code", "prose"])
+    parser.add_argument("--prompts", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
+    args = parser.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    target, tokenizer = load_embedded_target(device="cuda", dtype=torch.bfloat16)
+    draft = load_embedded_draft(target)
+    bandwidth = copy_bandwidth(torch.device("cuda"))["bytes_per_s"]
+    workloads = build_workloads(tokenizer, args.lengths, args.kinds, args.prompts, seed=0)
+    records, first_calls = [], []
+    for length in args.lengths:
+        batch = [w for w in workloads if w.length == length]
+        first = torch.tensor([batch[0].input_ids], device="cuda")
+        for method in args.methods:  # first call of each method at this shape: compile / capture / builds
+            record = run(target, draft, method, first, args.new_tokens)
+            first_calls.append({"length": length, "method": method, "wall_s": record["wall_s"],
+                                "capture_s": record.get("stats", {}).get("capture_seconds")})
+            print(f"first call {length} {method}: {record['wall_s']:.2f} s", flush=True)
+        for repeat in range(args.repeats):
+            order = args.methods if repeat % 2 == 0 else list(reversed(args.methods))
+            for w in batch:
+                ids = torch.tensor([w.input_ids], device="cuda")
+                for method in order:
+                    record = run(target, draft, method, ids, args.new_tokens)
+                    record.update(length=length, kind=w.kind, prompt=w.index, source=w.source, repeat=repeat)
+                    records.append(record)
+                    print(f"{length} {w.name} r{repeat} {method}: {record['decode_tokens_per_s']:.1f} tok/s"
+                          + (f" tau {record['stats']['tau']:.2f}" if "stats" in record else ""), flush=True)
+
+    rows = []
+    weights = weight_bytes(target)
+    for length in args.lengths:
+        for kind in args.kinds:
+            group = [r for r in records if r["length"] == length and r["kind"] == kind]
+            row = {"length": length, "kind": kind}
+            for method in args.methods:
+                rates = [r["decode_tokens_per_s"] for r in group if r["method"] == method]
+                row[method] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates), "n": len(rates)}
+            by_key = {(r["prompt"], r["repeat"], r["method"]): r for r in group}
+            for method in args.methods:
+                if method == "vanilla_static":
+                    continue
+                ratios = [by_key[(p, rep, method)]["decode_tokens_per_s"] / by_key[(p, rep, "vanilla_static")]["decode_tokens_per_s"]
+                          for (p, rep, m) in by_key if m == method]
+                row[method]["speedup_vs_static_median"] = statistics.median(ratios)
+                row[method]["speedup_vs_static_range"] = [min(ratios), max(ratios)]
+            taus = [r["stats"]["tau"] for r in group if r["method"] == "longspec"]
+            row["tau_median"] = statistics.median(taus) if taus else None
+            floor_s = (weights + kv_bytes_per_token(target) * length) / bandwidth
+            row["vanilla_step_bytes_floor_ms"] = 1000 * floor_s
+            # divergence (bf16): LongSpec vs vanilla static, and vanilla static vs vanilla dynamic
+            reps0 = {(r["prompt"], r["method"]): r["tokens"] for r in group if r["repeat"] == 0}
+            prompts = sorted({r["prompt"] for r in group})
+            for a, b in (("longspec", "vanilla_static"), ("longspec", "vanilla_dynamic"),
+                         ("vanilla_static", "vanilla_dynamic")):
+                if a in args.methods and b in args.methods:
+                    diverged = [first_divergence(reps0[(p, a)], reps0[(p, b)]) for p in prompts]
+                    row[f"diverged_{a}_vs_{b}"] = f"{sum(d is not None for d in diverged)}/{len(prompts)} (first at {diverged})"
+            rows.append(row)
+
+    fp32 = []
+    if args.fp32_prompts:
+        target.float()
+        draft.float()
+        for w in [w for w in workloads if w.length == min(args.lengths)][: args.fp32_prompts]:
+            ids = torch.tensor([w.input_ids], device="cuda")
+            target.set_attn_implementation("sdpa")
+            reference = target.generate(ids, max_new_tokens=64, do_sample=False)
+            for graphs in (True, False):
+                out = target.generate(ids, assistant_model=draft, max_new_tokens=64, do_sample=False,
+                                      longspec_cuda_graphs=graphs)
+                fp32.append({"prompt": w.name, "cuda_graphs": graphs, "identical": torch.equal(out, reference),
+                             "tau": draft.last_stats.tau})
+                print("float32 exactness", fp32[-1], flush=True)
+
+    result = {"machine": machine_info(torch.device("cuda"), sys.argv), "copy_bandwidth_bytes_per_s": bandwidth,
+              "settings": vars(args), "weights_bytes": weights, "rows": rows, "first_calls": first_calls,
+              "float32_exactness": fp32, "runs": records}
+    (out_dir / "decode_bench.json").write_text(json.dumps(result, indent=1, default=str))
+    lines = [f"| length | kind | {' | '.join(args.methods)} | LongSpec / vanilla_static (median, range) | tau | vanilla step bytes floor |",
+             "|---|---|" + "---|" * (len(args.methods) + 3)]
+    for row in rows:
+        cells = [f"{row[m]['median']:.0f} ({row[m]['min']:.0f}-{row[m]['max']:.0f})" for m in args.methods]
+        ls = row.get("longspec", {})
+        speed = (f"{ls['speedup_vs_static_median']:.2f}x ({ls['speedup_vs_static_range'][0]:.2f}-"
+                 f"{ls['speedup_vs_static_range'][1]:.2f})") if "speedup_vs_static_median" in ls else "-"
+        lines.append(f"| {row['length']} | {row['kind']} | {' | '.join(cells)} | {speed} | {row['tau_median']:.2f} | "
+                     f"{row['vanilla_step_bytes_floor_ms']:.3f} ms |")
+    table = "\n".join(lines)
+    (out_dir / "decode_bench.md").write_text(table + "\n")
+    print(table)
+    for row in rows:
+        print(row["length"], row["kind"], {k: v for k, v in row.items() if k.startswith("diverged")})
+    print("first calls:", first_calls)
+
+
+if __name__ == "__main__":
+    main()

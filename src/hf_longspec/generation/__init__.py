@@ -1,0 +1,18 @@
+"""LongSpec tree speculation inside ``target.generate``.
+
+    decoder.py     LongSpecDecoder: one round (draft -> verify -> accept -> commit) on preallocated buffers
+    draft_tree.py  static-shape tree drafting         acceptance.py  greedy on device, host walk + sampling
+    tree_cache.py  the preallocated target cache      stats.py       draft.last_stats
+    loop.py        longspec_generate, a thin loop     routing.py     assistant_model=draft -> loop
+    checks.py      refusals before any forward
+"""
+
+from .decoder import LongSpecDecoder
+from .draft_tree import TreeLayout
+from .loop import longspec_generate
+from .routing import install_longspec_generate
+from .stats import LongSpecStats
+from .tree_cache import TreeKVCache
+
+__all__ = ["LongSpecDecoder", "LongSpecStats", "TreeKVCache", "TreeLayout", "install_longspec_generate",
+           "longspec_generate"]

@@ -1,0 +1,130 @@
+"""Deciding which drafted tokens the target keeps, so the output is exactly the target's.
+
+Greedy (``greedy_accept``, device only): a node is accepted when its parent is accepted and its
+token is the target's argmax at the parent; the accepted nodes form one path from the root, and
+the target's argmax at the path's last node is the bonus token. Vectorised over the tree, one
+depth at a time: no host sync, so it runs inside the round's CUDA graph.
+
+With logits processors, sampling or returned scores (``PathVerifier``, on the host): walk from the
+root; greedy follows the child holding the processed argmax. Sampling does recursive rejection
+sampling over each node's children (drawn without replacement from q): accept child c with
+probability min(1, p(c)/q(c)); on rejection p <- norm(max(p-q, 0)) and q <- q without c,
+renormalized. If no child survives, the bonus token is drawn from the residual p. Every emitted
+token is then distributed exactly as the target's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .draft_tree import HostTree, TreeBuffers, TreeLayout
+
+
+@dataclass
+class AcceptedPaths:
+    """The round's result per row, on the device (all shapes static)."""
+
+    path_nodes: torch.Tensor  # (B, D+1) node ids, root first; entries past `accepted` are padding
+    accepted: torch.Tensor  # (B,) nodes kept in the cache (root included) = tokens emitted
+    emitted: torch.Tensor  # (B, D+1) accepted tokens after the root, then the bonus token
+    non_chain: torch.Tensor  # (B,) bool: some accepted node is not its parent's first child
+
+
+def first_child_flags(layout: TreeLayout, parents: torch.Tensor) -> torch.Tensor:
+    """(B, N) bool: node is the best-ranked child of its parent (children are grouped by parent)."""
+    flags = torch.ones_like(parents, dtype=torch.bool)
+    for depth, width in enumerate(layout.widths, start=1):
+        start = layout.offsets[depth]
+        same = parents[:, start + 1 : start + width] == parents[:, start : start + width - 1]
+        flags[:, start + 1 : start + width] = ~same
+    return flags
+
+
+def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Tensor) -> AcceptedPaths:
+    """target_logits: (B, N, V). Device ops only."""
+    best = target_logits.argmax(dim=-1)  # (B, N) the target's next token after each node
+    batch = best.shape[0]
+    accepted = torch.zeros_like(tree.valid)
+    accepted[:, 0] = True
+    path = torch.zeros(batch, layout.depth + 1, dtype=torch.long, device=best.device)
+    count = torch.ones(batch, dtype=torch.long, device=best.device)
+    offsets = layout.offsets
+    for depth, width in enumerate(layout.widths, start=1):
+        nodes = slice(offsets[depth], offsets[depth] + width)
+        parent = tree.parents[:, nodes]
+        ok = accepted.gather(1, parent) & (tree.tokens[:, nodes] == best.gather(1, parent)) & tree.valid[:, nodes]
+        accepted[:, nodes] = ok
+        # at most one node per depth is accepted: siblings hold distinct tokens
+        path[:, depth] = offsets[depth] + ok.int().argmax(dim=1)
+        count += ok.any(dim=1)
+    last = path.gather(1, (count - 1)[:, None])
+    bonus = best.gather(1, last)
+    emitted = torch.cat([tree.tokens.gather(1, path[:, 1:]), bonus], dim=1)
+    emitted.scatter_(1, count[:, None] - 1, bonus)
+    steps = torch.arange(layout.depth + 1, device=best.device)[None]
+    on_path = (steps > 0) & (steps < count[:, None])
+    branching = ~first_child_flags(layout, tree.parents).gather(1, path)
+    return AcceptedPaths(path, count, emitted, (branching & on_path).any(dim=1))
+
+
+@dataclass
+class VerifiedPath:
+    accepted_nodes: list[int]  # tree node ids kept in the target cache, root first
+    tokens: list[int]  # emitted tokens: accepted children, then the bonus token
+    scores: list[torch.Tensor] = field(default_factory=list)  # processed target scores per emitted token (1, V)
+    logits: list[torch.Tensor] = field(default_factory=list)  # raw target logits per emitted token (1, V)
+
+
+class PathVerifier:
+    """Walks a verified tree on the host with the target's logits (N, V) and the processors."""
+
+    def __init__(self, logits_processor=None, do_sample: bool = False, keep_scores: bool = False):
+        self.logits_processor = logits_processor if logits_processor else None
+        self.do_sample = do_sample
+        self.keep_scores = keep_scores
+
+    def _scores(self, sequence: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return self.logits_processor(sequence, logits) if self.logits_processor is not None else logits
+
+    @torch.no_grad()
+    def verify(self, tree: HostTree, target_logits: torch.Tensor, sequence: torch.Tensor) -> VerifiedPath:
+        """sequence: (1, L) committed ids ending with the root."""
+        path = VerifiedPath(accepted_nodes=[0], tokens=[])
+        node = 0
+        while True:
+            logits = target_logits[node : node + 1].float()
+            scores = self._scores(sequence, logits.clone())
+            if self.keep_scores:
+                path.scores.append(scores)
+                path.logits.append(logits)
+            if self.do_sample:
+                token, child = self._rejection_sample(tree, node, scores[0])
+            else:
+                token = int(scores[0].argmax())
+                child = tree.child_with_token(node, token)
+            path.tokens.append(token)
+            if child is None:
+                return path
+            path.accepted_nodes.append(child)
+            node = child
+            sequence = torch.cat([sequence, sequence.new_tensor([[token]])], dim=1)
+
+    @staticmethod
+    def _rejection_sample(tree: HostTree, node: int, scores: torch.Tensor) -> tuple[int, int | None]:
+        p = torch.softmax(scores.float(), dim=-1)
+        children = tree.children[node]
+        if not children:
+            return int(torch.multinomial(p, 1)), None
+        q = tree.draft_probs[node].float().clone()
+        for child in children:
+            token = tree.token_list[child]
+            if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
+                return token, child
+            residual = torch.clamp(p - q, min=0)
+            total = residual.sum()
+            p = residual / total if total > 0 else p
+            q[token] = 0
+            q = q / q.sum()
+        return int(torch.multinomial(p, 1)), None

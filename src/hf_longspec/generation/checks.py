@@ -1,0 +1,80 @@
+"""Everything that can be wrong with a LongSpec generate() call, refused before any forward runs."""
+
+from __future__ import annotations
+
+from ..errors import IncompatibleDraftError, UnsupportedGenerationError
+from ..target_support import cache_from_model_kwargs
+from .decoder import VERIFY_MODES
+
+
+def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode) -> None:
+    """Everything that can be wrong is refused before any forward runs."""
+    if draft is None:
+        raise UnsupportedGenerationError("longspec_generate needs longspec_draft=<LongSpecDraftModel bound to the target>.")
+    if getattr(model, "tp_size", None) not in (None, 1):
+        raise UnsupportedGenerationError(
+            f"The target is tensor-parallel (tp_size={model.tp_size}); LongSpec verification does not support "
+            "sharded targets yet (the draft reads one target layer's full KV heads). Load the target on one device."
+        )
+    if draft.target is not model:
+        raise IncompatibleDraftError(
+            "This draft is bound to another target model; call draft.bind(target) for the model you generate with."
+        )
+    target_vocab = model.get_output_embeddings().weight.shape[0]
+    if draft.config.vocab_size != target_vocab:
+        raise IncompatibleDraftError(
+            f"vocab size mismatch: draft has {draft.config.vocab_size}, target LM head has {target_vocab}"
+        )
+    if generation_config.num_beams != 1:
+        raise UnsupportedGenerationError(
+            f"Beam search (num_beams={generation_config.num_beams}) cannot use a LongSpec assistant; "
+            "use greedy (do_sample=False) or sampling (do_sample=True) with num_beams=1."
+        )
+    if generation_config.num_return_sequences != 1:
+        raise UnsupportedGenerationError(
+            f"num_return_sequences={generation_config.num_return_sequences}: LongSpec speculation returns one sequence."
+        )
+    if input_ids.shape[0] != 1:
+        raise UnsupportedGenerationError(
+            f"LongSpec speculation supports batch size 1; got batch size {input_ids.shape[0]} "
+            "(num_return_sequences counts too)."
+        )
+    if generation_config.output_attentions or generation_config.output_hidden_states:
+        raise UnsupportedGenerationError(
+            "output_attentions / output_hidden_states are not available with LongSpec speculation; "
+            "output_scores and output_logits are."
+        )
+    if generation_config.use_cache is False:
+        raise UnsupportedGenerationError("LongSpec speculation reads the target's KV cache: use_cache must be True.")
+    if verify_mode not in VERIFY_MODES:
+        raise UnsupportedGenerationError(f"longspec_verify_attention={verify_mode!r}; allowed: {VERIFY_MODES}")
+    attention_mask = model_kwargs.get("attention_mask")
+    if attention_mask is not None and not bool((attention_mask == 1).all()):
+        raise UnsupportedGenerationError("LongSpec speculation does not support padded inputs (attention_mask with 0s).")
+    max_positions = model.config.get_text_config().max_position_embeddings
+    if generation_config.max_length > max_positions:
+        raise UnsupportedGenerationError(
+            f"prompt ({input_ids.shape[1]} tokens) + new tokens = max_length {generation_config.max_length} "
+            f"exceeds the target's max_position_embeddings ({max_positions}); shorten the prompt or max_new_tokens."
+        )
+    cache = cache_from_model_kwargs(model_kwargs)
+    if cache is None:
+        raise UnsupportedGenerationError("generate() prepared no KV cache; LongSpec needs one (use_cache=True).")
+    for index, layer in enumerate(getattr(cache, "layers", None) or []):
+        if getattr(layer, "is_sliding", False):
+            raise UnsupportedGenerationError(
+                f"Cache layer {index} is a sliding-window layer ({type(layer).__name__}); LongSpec needs full-attention "
+                "layers (use the default cache or cache_implementation='static')."
+            )
+    if getattr(cache, "layers", None) is None:
+        raise UnsupportedGenerationError(
+            f"LongSpec reads the prefilled KV cache layer by layer; {type(cache).__name__} has no layers "
+            "(use the default DynamicCache or cache_implementation='static')."
+        )
+    if int(cache.get_seq_length()) >= input_ids.shape[1]:
+        raise UnsupportedGenerationError(
+            f"The cache already holds {cache.get_seq_length()} tokens for a {input_ids.shape[1]}-token input; "
+            "pass at least one uncached token."
+        )
+
+

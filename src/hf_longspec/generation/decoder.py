@@ -1,0 +1,186 @@
+"""``LongSpecDecoder``: one speculation round (draft tree -> verify -> accept -> commit) on
+preallocated buffers, replayed as ONE CUDA graph per round on CUDA.
+
+Everything a round reads or writes lives in device buffers created once per shape bucket
+(target cache capacity, tree widths, batch, dtype): the target's ``TreeKVCache``, the draft's ring
+buffer and tree K/V, the tree itself, the root tokens and the round's packed result. A round makes
+no host sync; the caller makes exactly one per round, to read the packed result (tokens to emit).
+
+Greedy decoding without logits processors runs ``round()`` (captured as a graph on CUDA).
+Processors, sampling or returned scores need the host to walk the tree: ``round_on_host()`` runs
+the same drafting, verification forward and commit eagerly, with ``PathVerifier`` in between.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..attention import PREFIX_LENGTHS_KWARG, TREE_MASK_KWARG, TREE_POSITIONS_KWARG
+from ..draft_state import DraftStepContext
+from ..target_support import cache_argument_name
+from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
+from .draft_tree import TreeBuffers, TreeDrafter, TreeLayout
+from .tree_cache import TreeKVCache
+
+CAPACITY_BUCKET = 1024  # cache capacity is rounded up to this: one graph serves many prompt lengths
+VERIFY_MODES = ("hybrid", "masked")
+
+
+def bucketed_capacity(max_length: int, layout: TreeLayout) -> int:
+    """Cache rows needed for generation up to ``max_length`` tokens with this tree, rounded up."""
+    needed = max_length + layout.num_nodes
+    return -(-needed // CAPACITY_BUCKET) * CAPACITY_BUCKET
+
+
+class LongSpecDecoder:
+    """The public round object: owns the buffers and (on CUDA) the captured graph of one round."""
+
+    def __init__(self, draft, layout: TreeLayout, capacity: int, batch_size: int = 1,
+                 verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False):
+        target = draft.target
+        config = target.config.get_text_config()
+        weight = target.get_input_embeddings().weight
+        self.draft, self.target, self.layout = draft, target, layout
+        self.device, self.dtype = weight.device, weight.dtype
+        self.batch_size, self.capacity, self.verify_mode = batch_size, capacity, verify_mode
+        self.use_cuda_graphs = use_cuda_graphs and self.device.type == "cuda"
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.cache = TreeKVCache(config.num_hidden_layers, batch_size, config.num_key_value_heads, head_dim,
+                                 capacity, layout.num_nodes, self.dtype, self.device)
+        self.tree = TreeBuffers.allocate(layout, batch_size, self.device, draft.config.vocab_size, keep_probs=sampling)
+        ring = draft.new_ring_buffer(batch_size)
+        draft_heads, draft_dim = draft.config.num_key_value_heads, draft.config.head_dim
+        tree_kv = torch.zeros(2, batch_size, draft_heads, layout.num_run, draft_dim, dtype=ring.keys.dtype,
+                              device=self.device)
+        target_keys, target_values = self.cache.layer_kv(draft.target_layer_index)
+        self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths)
+        self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
+        self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
+        # packed result of a round, per row: [accepted, non_chain, emitted tokens (D+1)]
+        self.result = torch.zeros(batch_size, layout.depth + 3, dtype=torch.long, device=self.device)
+        self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}
+        self._graph = None
+        self._greedy_drafter = TreeDrafter(draft, layout, self.tree)
+        self.busy = False
+        self.capture_seconds = None  # how long the first capture took (None: not captured yet)
+
+    # ------------------------------------------------------------------ setup per generate() call
+    @torch.no_grad()
+    def start(self, prompt_ids: torch.Tensor, prefill_cache, first_tokens: torch.Tensor) -> None:
+        """Load the prompt's prefilled target cache and the draft's ring; ``first_tokens`` (B,) are
+        the roots of the first round (emitted, not yet run through the target)."""
+        length = prompt_ids.shape[1]
+        if length + self.layout.num_nodes > self.capacity:
+            raise ValueError(f"a {length}-token prompt and a {self.layout.num_nodes}-node tree do not fit "
+                             f"the cache capacity {self.capacity}")
+        self.cache.load(prefill_cache, length)
+        self.draft.start(prompt_ids, ring=self.context.ring)
+        self.root_tokens.copy_(first_tokens)
+
+    # ------------------------------------------------------------------ the round, device only
+    def _verify_forward(self) -> torch.Tensor:
+        """One target forward over every tree node; returns logits (B, N, V)."""
+        lengths, tree = self.cache.lengths, self.tree
+        self.cache.write_positions.copy_(lengths[:, None] + self.node_steps)
+        positions = lengths[:, None] + self.node_depths
+        if self.verify_mode == "hybrid":
+            extra = {
+                "attention_mask": tree.ancestors[:, None],  # a 4D placeholder: transformers builds no mask
+                TREE_MASK_KWARG: tree.ancestors,
+                PREFIX_LENGTHS_KWARG: lengths,
+                TREE_POSITIONS_KWARG: self.cache.write_positions,
+            }
+        else:  # reference mode: the target's own eager/sdpa attention with a full 4D mask over the buffer
+            slots = torch.arange(self.capacity, device=self.device)[None, None, :]
+            offset = slots - lengths[:, None, None]  # (B, 1, C): slot's tree node id, if in the tree
+            in_tree = (offset >= 0) & (offset < self.layout.num_nodes)
+            tree_part = tree.ancestors.gather(
+                2, offset.clamp(0, self.layout.num_nodes - 1).expand(-1, self.layout.num_nodes, -1))
+            visible = (offset < 0) | (in_tree & tree_part)
+            additive = torch.zeros(visible.shape, dtype=self.dtype, device=self.device)
+            extra = {"attention_mask": additive.masked_fill_(~visible, torch.finfo(self.dtype).min)[:, None]}
+        out = self.target(input_ids=tree.tokens, position_ids=positions, logits_to_keep=0, **extra,
+                          **self._cache_kwargs)
+        return out.logits
+
+    def _draft(self, drafter: TreeDrafter, sequence=None) -> None:
+        drafter.build(self.context, self.root_tokens, self.cache.lengths, sequence)
+
+    def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
+        """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become roots."""
+        positions = self.cache.lengths[:, None] + torch.arange(path_nodes.shape[1], device=self.device)[None]
+        valid = positions < (self.cache.lengths + accepted)[:, None]
+        self.draft.commit(self.context.ring, self.tree.tokens.gather(1, path_nodes), positions, valid)
+        self.cache.commit(path_nodes, accepted)
+        self.root_tokens.copy_(roots)
+
+    @torch.no_grad()
+    def round(self) -> None:
+        """Greedy round without processors, device only; writes ``self.result``."""
+        self._draft(self._greedy_drafter)
+        paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify_forward())
+        roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
+        self._commit(paths.path_nodes, paths.accepted, roots)
+        self.result[:, 0] = paths.accepted
+        self.result[:, 1] = paths.non_chain
+        self.result[:, 2:] = paths.emitted
+
+    def run_round(self) -> torch.Tensor:
+        """One greedy round; on CUDA a graph replay (captured after one eager warm-up round).
+        Returns the packed result on the host: the round's one sync."""
+        if not self.use_cuda_graphs:
+            self.round()
+        elif self._graph is None:
+            self._warm_up_then_capture()
+        else:
+            self._graph.replay()
+        result = self.result.cpu()
+        self.cache.host_length = int(self.cache.host_length + result[0, 0])
+        return result
+
+    def _warm_up_then_capture(self) -> None:
+        """Run this round eagerly on a side stream (compiles the Triton kernels, sets up cuBLAS),
+        then capture the next one; capture records without running, so state stays consistent."""
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            self.round()
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        torch.cuda.synchronize(self.device)
+        begin = time.perf_counter()
+        graph = torch.cuda.CUDAGraph()
+        result_before = self.result.clone()
+        with torch.cuda.graph(graph):
+            self.round()
+        self.result.copy_(result_before)  # capture did not run: the warm-up round's result stands
+        torch.cuda.synchronize(self.device)
+        self.capture_seconds = time.perf_counter() - begin
+        self._graph = graph
+
+    # ------------------------------------------------------------------ host-walked round
+    @torch.no_grad()
+    def round_on_host(self, drafter: TreeDrafter, verifier: PathVerifier, sequence: torch.Tensor) -> VerifiedPath:
+        """Processors / sampling / scores: eager drafting and verification forward, then the host walk."""
+        self._draft(drafter, sequence)
+        logits = self._verify_forward()
+        path = verifier.verify(self.tree.to_host(0), logits[0], sequence)
+        nodes = path.accepted_nodes + [0] * (self.layout.depth + 1 - len(path.accepted_nodes))
+        path_nodes = torch.tensor([nodes], device=self.device)
+        accepted = torch.tensor([len(path.accepted_nodes)], device=self.device)
+        self._commit(path_nodes, accepted, torch.tensor([path.tokens[-1]], device=self.device))
+        self.cache.host_length += len(path.accepted_nodes)
+        return path
+
+    def host_drafter(self, logits_processor, do_sample: bool) -> TreeDrafter:
+        return TreeDrafter(self.draft, self.layout, self.tree, logits_processor, do_sample)
+
+    # ------------------------------------------------------------------ end of a generate() call
+    def finish(self, committed_length: int, destination_cache) -> None:
+        """Crop to what was emitted (a stop inside an accepted path) and hand the cache back."""
+        self.cache.lengths.fill_(committed_length)
+        self.cache.host_length = committed_length
+        if destination_cache is not None:
+            self.cache.export_to(destination_cache, committed_length)

@@ -1,0 +1,205 @@
+"""Static-shape draft trees: the draft proposes, depth by depth, the most likely continuations.
+
+Depth 1 holds the top widths[0] tokens of the root; every later depth holds the global top
+widths[d] (parent, token) pairs by cumulative draft log-probability (the paper's tree). Leaves
+at the last depth are never run through the draft.
+
+The shape is fixed by the widths: node ids are assigned depth by depth ([root | depth 1 | depth
+2 | ...]), within a depth grouped by parent and best first. So every buffer is preallocated, every
+step is a device op, and the whole drafting phase can be captured once as a CUDA graph. A node
+whose draft probability is 0 (a token the logits processors forbid) is kept in its slot but marked
+invalid: it is never accepted, and neither are its descendants.
+
+Sampling keeps this shape and stays lossless: how many children each node gets is fixed from the
+deterministic top-k ranking *before* its children are drawn, and the children are then drawn
+without replacement from the draft distribution q (Gumbel-top-k). Recursive rejection sampling
+(acceptance.py) needs exactly that: candidates that are sequential draws from q.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..draft_state import DraftStepContext
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """Widths per depth and the node numbering they imply."""
+
+    widths: tuple[int, ...]
+
+    @classmethod
+    def plan(cls, widths, max_nodes: int | None, vocab_size: int) -> "TreeLayout":
+        """Cut `widths` to a total of `max_nodes` drafted nodes and to what the vocabulary allows."""
+        planned, budget, frontier = [], max_nodes if max_nodes is not None else float("inf"), 1
+        for width in widths:
+            width = int(min(width, budget, frontier * min(width, vocab_size)))
+            if width <= 0:
+                break
+            planned.append(width)
+            budget -= width
+            frontier = width
+        return cls(tuple(planned))
+
+    @property
+    def depth(self) -> int:
+        return len(self.widths)
+
+    @property
+    def num_nodes(self) -> int:
+        return 1 + sum(self.widths)
+
+    @property
+    def num_run(self) -> int:
+        """Nodes the draft runs (all but the last depth's leaves)."""
+        return 1 + sum(self.widths[:-1])
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """First node id of each depth 0..D."""
+        starts, total = [0], 1
+        for width in self.widths:
+            starts.append(total)
+            total += width
+        return tuple(starts)
+
+    def depth_of_nodes(self) -> list[int]:
+        return [0] + [d + 1 for d, width in enumerate(self.widths) for _ in range(width)]
+
+
+@dataclass
+class HostTree:
+    """A drafted tree on the host, for verification that walks it in Python (processors, sampling)."""
+
+    token_list: list[int]
+    children: list[list[int]]  # valid child ids of each node, in draw (rank) order
+    draft_probs: torch.Tensor | None = None  # (N_run, V) q of each run node (sampling)
+
+    def child_with_token(self, node: int, token: int) -> int | None:
+        for child in self.children[node]:
+            if self.token_list[child] == token:
+                return child
+        return None
+
+
+@dataclass
+class TreeBuffers:
+    """One row-batch of trees (B, N ...) and the draft's tree K/V, preallocated and reused."""
+
+    tokens: torch.Tensor  # (B, N) long
+    parents: torch.Tensor  # (B, N) long; the root is its own parent
+    valid: torch.Tensor  # (B, N) bool
+    scores: torch.Tensor  # (B, N) float32 cumulative log q
+    ancestors: torch.Tensor  # (B, N, N) bool, ancestor-or-self
+    path_tokens: torch.Tensor  # (B, N, D) long: tokens from depth 1 down to the node (processors' input)
+    draft_probs: torch.Tensor | None = field(default=None)  # (B, N_run, V) float32, sampling only
+
+    @classmethod
+    def allocate(cls, layout: TreeLayout, batch: int, device, vocab_size: int, keep_probs: bool) -> "TreeBuffers":
+        n = layout.num_nodes
+        return cls(
+            tokens=torch.zeros(batch, n, dtype=torch.long, device=device),
+            parents=torch.zeros(batch, n, dtype=torch.long, device=device),
+            valid=torch.zeros(batch, n, dtype=torch.bool, device=device),
+            scores=torch.zeros(batch, n, dtype=torch.float32, device=device),
+            ancestors=torch.zeros(batch, n, n, dtype=torch.bool, device=device),
+            path_tokens=torch.zeros(batch, n, max(layout.depth, 1), dtype=torch.long, device=device),
+            draft_probs=(torch.zeros(batch, layout.num_run, vocab_size, dtype=torch.float32, device=device)
+                         if keep_probs else None),
+        )
+
+    def to_host(self, row: int = 0) -> HostTree:
+        """One sync: the row's tree as Python lists."""
+        tokens, parents, valid = (t[row].tolist() for t in (self.tokens, self.parents, self.valid))
+        children: list[list[int]] = [[] for _ in tokens]
+        for node in range(1, len(tokens)):
+            if valid[node]:
+                children[parents[node]].append(node)
+        probs = self.draft_probs[row] if self.draft_probs is not None else None
+        return HostTree(token_list=tokens, children=children, draft_probs=probs)
+
+
+class TreeDrafter:
+    """Fills TreeBuffers for one round from the draft's ring buffer and the target's cache."""
+
+    def __init__(self, draft, layout: TreeLayout, buffers: TreeBuffers, logits_processor=None,
+                 do_sample: bool = False):
+        self.draft = draft
+        self.layout = layout
+        self.buffers = buffers
+        self.logits_processor = logits_processor if logits_processor else None
+        self.do_sample = do_sample
+        device = buffers.tokens.device
+        self._eye = torch.eye(layout.num_nodes, dtype=torch.bool, device=device)
+
+    @torch.no_grad()
+    def build(self, context: DraftStepContext, root_tokens: torch.Tensor, root_positions: torch.Tensor,
+              sequence: torch.Tensor | None = None) -> None:
+        """root_tokens/root_positions: (B,) device tensors. ``sequence`` (B, L), the committed ids
+        ending with the root, is needed only by logits processors."""
+        tree, layout = self.buffers, self.layout
+        batch = root_tokens.shape[0]
+        tree.tokens[:, 0] = root_tokens
+        tree.parents.zero_()
+        tree.valid[:, 0] = True
+        tree.scores[:, 0] = 0.0
+        tree.ancestors.zero_()
+        tree.ancestors[:, 0, 0] = True
+        offsets, run = layout.offsets, layout.num_run
+        for depth, width in enumerate(layout.widths, start=1):
+            start, count = offsets[depth - 1], (1 if depth == 1 else layout.widths[depth - 2])
+            frontier = slice(start, start + count)
+            positions = (root_positions[:, None] + (depth - 1)).expand(batch, count)
+            logits = self.draft.decode_step(
+                context=context,
+                token_ids=tree.tokens[:, frontier],
+                position_ids=positions,
+                slot=start,
+                tree_mask=tree.ancestors[:, frontier, :run],
+            )[0]
+            log_q = self._log_probs(logits, sequence, tree.path_tokens[:, frontier, : depth - 1])
+            if tree.draft_probs is not None:
+                tree.draft_probs[:, frontier] = log_q.exp()
+            parent_local, child_tokens, child_log_q = self._choose_children(log_q, tree.scores[:, frontier], width)
+            new = slice(offsets[depth], offsets[depth] + width)
+            parent = start + parent_local  # (B, width) node ids
+            tree.tokens[:, new] = child_tokens
+            tree.parents[:, new] = parent
+            tree.scores[:, new] = tree.scores.gather(1, parent) + child_log_q
+            tree.valid[:, new] = tree.valid.gather(1, parent) & torch.isfinite(child_log_q)
+            tree.ancestors[:, new] = tree.ancestors.gather(
+                1, parent[..., None].expand(batch, width, layout.num_nodes)) | self._eye[new]
+            paths = tree.path_tokens.gather(1, parent[..., None].expand(batch, width, tree.path_tokens.shape[2]))
+            paths[:, :, depth - 1] = child_tokens
+            tree.path_tokens[:, new] = paths
+
+    def _log_probs(self, logits: torch.Tensor, sequence, path_tokens) -> torch.Tensor:
+        """Log q per frontier node (B, n, V), after the same logits processors the target's scores get."""
+        scores = logits.float()
+        if self.logits_processor is not None:
+            batch, count, vocab = scores.shape
+            ids = torch.cat([sequence[:, None].expand(batch, count, -1), path_tokens], dim=2)
+            scores = self.logits_processor(ids.flatten(0, 1), scores.flatten(0, 1)).view(batch, count, vocab)
+        return torch.log_softmax(scores, dim=-1)
+
+    def _choose_children(self, log_q: torch.Tensor, parent_scores: torch.Tensor, width: int):
+        """(parent index in frontier, token, log q(token)), each (B, width), grouped by parent, best first."""
+        batch, count, vocab = log_q.shape
+        k = min(width, vocab)
+        top_log_q, top_tokens = log_q.topk(k, dim=-1)  # (B, count, k)
+        candidate = (parent_scores[..., None] + top_log_q).flatten(1)
+        picked = candidate.topk(width, dim=-1).indices  # (B, width)
+        picked = picked.gather(1, torch.argsort(picked, dim=-1))  # parent-major, then rank within parent
+        parent_local, rank = picked // k, picked % k
+        if not self.do_sample:
+            return parent_local, top_tokens.flatten(1).gather(1, picked), top_log_q.flatten(1).gather(1, picked)
+        # sampling: the ranking fixed how many children each parent gets; the children themselves are
+        # its first draws without replacement from q (Gumbel-top-k), in draw order
+        uniform = torch.rand_like(log_q).clamp_(min=1e-20)
+        drawn = (log_q - torch.log(-torch.log(uniform))).topk(k, dim=-1).indices  # (B, count, k)
+        child_tokens = drawn.flatten(1).gather(1, parent_local * k + rank)
+        child_log_q = log_q.flatten(1).gather(1, parent_local * vocab + child_tokens)
+        return parent_local, child_tokens, child_log_q

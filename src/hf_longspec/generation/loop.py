@@ -1,0 +1,207 @@
+"""``longspec_generate``: a thin loop over ``LongSpecDecoder`` rounds, emitting tokens as generate() does.
+
+    prefill (stock forward into generate's cache) -> first token -> load the decoder's buffers
+    -> repeat: one round (a graph replay on CUDA) -> one sync -> emit its tokens, check stopping
+    -> crop to what was emitted and hand the cache back.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..attention import use_hybrid_attention
+from ..target_support import cache_argument_name, cache_from_model_kwargs
+from .acceptance import PathVerifier
+from .checks import check_request
+from .decoder import LongSpecDecoder, bucketed_capacity
+from .draft_tree import TreeLayout
+from .stats import LongSpecStats
+
+_POOL_LOCK = threading.Lock()
+
+
+class _Emitter:
+    """Appends tokens to a preallocated sequence, applying stopping criteria and the streamer as
+    generate() does. MaxLength and EOS criteria are checked on the host; others are called."""
+
+    def __init__(self, input_ids, max_length: int, stopping_criteria, streamer, keep_scores: bool):
+        from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+
+        self.ids = input_ids.new_zeros(input_ids.shape[0], max(max_length, input_ids.shape[1]))
+        self.ids[:, : input_ids.shape[1]] = input_ids
+        self.length = input_ids.shape[1]
+        self.streamer = streamer
+        self.scores, self.logits = ([], []) if keep_scores else (None, None)
+        self.finished = False
+        self.max_length, self.eos, self.other = None, set(), []
+        for criterion in stopping_criteria or []:
+            if isinstance(criterion, MaxLengthCriteria):
+                self.max_length = min(self.max_length or criterion.max_length, criterion.max_length)
+            elif isinstance(criterion, EosTokenCriteria):
+                self.eos.update(int(t) for t in criterion.eos_token_id.flatten().tolist())
+            else:
+                self.other.append(criterion)
+
+    @property
+    def sequence(self) -> torch.Tensor:
+        return self.ids[:, : self.length]
+
+    def emit(self, tokens: list[int], scores=None, logits=None) -> int:
+        """Emit tokens one by one until a stopping criterion fires; returns how many were emitted."""
+        for i, token in enumerate(tokens):
+            self.ids[0, self.length] = token
+            self.length += 1
+            if self.scores is not None:
+                self.scores.append(scores[i])
+                self.logits.append(logits[i])
+            if self.streamer is not None:
+                self.streamer.put(torch.tensor([token]))
+            self.finished = (
+                (self.max_length is not None and self.length >= self.max_length)
+                or token in self.eos
+                or any(bool(c(self.sequence, scores[i] if scores else None).all()) for c in self.other)
+            )
+            if self.finished:
+                return i + 1
+        return len(tokens)
+
+
+def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
+                     sampling: bool) -> LongSpecDecoder:
+    """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
+    concurrent calls get separate ones)."""
+    weight = draft.target.get_input_embeddings().weight
+    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, verify_mode, use_graphs, sampling)
+    with _POOL_LOCK:
+        pool = draft.__dict__.setdefault("_longspec_decoders", {}).setdefault(key, [])
+        for decoder in pool:
+            if not decoder.busy:
+                decoder.busy = True
+                return decoder
+    decoder = LongSpecDecoder(draft, layout, capacity, verify_mode=verify_mode, use_cuda_graphs=use_graphs,
+                              sampling=sampling)
+    decoder.busy = True
+    with _POOL_LOCK:
+        pool.append(decoder)
+    return decoder
+
+
+def longspec_generate(
+    model,
+    input_ids: torch.LongTensor,
+    logits_processor,
+    stopping_criteria,
+    generation_config,
+    synced_gpus: bool = False,
+    longspec_draft=None,
+    longspec_streamer=None,
+    longspec_tree_widths=None,
+    longspec_max_nodes=None,
+    longspec_verify_attention: str = "hybrid",
+    longspec_cuda_graphs: bool = True,
+    **model_kwargs,
+):
+    """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate()."""
+    from ..errors import UnsupportedGenerationError
+
+    draft = longspec_draft
+    if synced_gpus:
+        raise UnsupportedGenerationError("synced_gpus is not supported with LongSpec speculation.")
+    check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention)
+    use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
+    widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
+    max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or draft.config.tree_max_nodes
+    layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size)
+    do_sample = bool(generation_config.do_sample)
+    keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
+    processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
+    on_host = do_sample or processors is not None or keep_scores
+
+    cache = cache_from_model_kwargs(model_kwargs)
+    stats = LongSpecStats(prompt_tokens=input_ids.shape[1])
+    draft.last_stats = stats
+    streamer = longspec_streamer
+    if streamer is not None:
+        streamer.put(input_ids.cpu())
+    emitter = _Emitter(input_ids, generation_config.max_length, stopping_criteria, streamer, keep_scores)
+
+    with torch.no_grad():
+        cached = int(cache.get_seq_length())
+        positions = torch.arange(cached, input_ids.shape[1], device=input_ids.device)[None]
+        out = model(input_ids=input_ids[:, cached:], position_ids=positions, logits_to_keep=1,
+                    **{cache_argument_name(model): cache, "use_cache": True})
+        logits = out.logits[:, -1].to(dtype=torch.float32)
+        del out
+        scores = processors(input_ids, logits) if processors is not None else logits
+        first = torch.multinomial(torch.softmax(scores, -1), 1)[:, 0] if do_sample else scores.argmax(-1)
+        emitter.emit([int(first[0])], [scores], [logits])
+
+    if not emitter.finished and layout.depth > 0:
+        capacity = bucketed_capacity(generation_config.max_length, layout)
+        decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample)
+        try:
+            _speculate(decoder, input_ids, cache, first, emitter, stats, on_host, processors, do_sample, keep_scores)
+        finally:
+            decoder.busy = False
+    elif not emitter.finished:  # no tree at all (a node budget of 0): plain decoding would be needed
+        raise UnsupportedGenerationError(f"the tree widths {list(widths)} with max_nodes={max_nodes} draft no node")
+
+    sequence = emitter.sequence.clone()
+    stats.new_tokens = sequence.shape[1] - input_ids.shape[1]
+    if streamer is not None:
+        streamer.end()
+    if not generation_config.return_dict_in_generate:
+        return sequence
+    return _generate_output(sequence, emitter, generation_config, cache)
+
+
+def _speculate(decoder: LongSpecDecoder, input_ids, cache, first, emitter: _Emitter, stats: LongSpecStats,
+               on_host: bool, processors, do_sample: bool, keep_scores: bool) -> None:
+    decoder.start(input_ids, cache, first)
+    drafter = decoder.host_drafter(processors, do_sample) if on_host else None
+    verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
+    had_graph = decoder._graph is not None
+    drafted = decoder.layout.num_nodes - 1
+    try:
+        while not emitter.finished:
+            if on_host:
+                path = decoder.round_on_host(drafter, verifier, emitter.sequence)
+                tokens, non_chain = path.tokens, _is_non_chain(decoder, path.accepted_nodes)
+                emitted = emitter.emit(tokens, path.scores or None, path.logits or None)
+            else:
+                result = decoder.run_round()[0].tolist()
+                accepted, non_chain, tokens = result[0], result[1], result[2 : 2 + result[0]]
+                emitted = emitter.emit(tokens)
+            stats.rounds += 1
+            stats.drafted_nodes += drafted
+            stats.emitted_tokens += emitted
+            stats.accepted_lengths[emitted] += 1
+            stats.non_chain_commits += int(bool(non_chain))
+    finally:
+        # everything before the last emitted token is committed; the last one is not (it is a root)
+        decoder.finish(emitter.length - 1, cache)
+    stats.cuda_graphs = decoder._graph is not None
+    if decoder._graph is not None and not had_graph:
+        stats.capture_seconds = decoder.capture_seconds
+
+
+def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int]) -> bool:
+    parents = decoder.tree.parents[0].tolist()
+    previous = {}
+    for node in range(1, decoder.layout.num_nodes):
+        previous.setdefault(parents[node], node)  # first child of each parent (children grouped, best first)
+    return any(previous.get(parents[node]) != node for node in accepted_nodes[1:])
+
+
+def _generate_output(sequence, emitter: _Emitter, generation_config, cache):
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    cache_field = "cache" if "cache" in GenerateDecoderOnlyOutput.__dataclass_fields__ else "past_key_values"
+    return GenerateDecoderOnlyOutput(
+        sequences=sequence,
+        scores=tuple(emitter.scores) if generation_config.output_scores and emitter.scores is not None else None,
+        logits=tuple(emitter.logits) if generation_config.output_logits and emitter.logits is not None else None,
+        **{cache_field: cache},
+    )

@@ -1,0 +1,41 @@
+"""Speculation statistics of the last generate() call (``draft.last_stats``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LongSpecStats:
+    rounds: int = 0
+    emitted_tokens: int = 0  # tokens produced by verification rounds (bonus tokens included)
+    drafted_nodes: int = 0
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    non_chain_commits: int = 0  # rounds whose accepted path left the best-ranked child at some depth
+    accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
+    cuda_graphs: bool = False  # whether rounds were replayed as a captured CUDA graph
+    capture_seconds: float | None = None  # first-round capture time (None: no capture in this call)
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens emitted per target verification forward."""
+        return self.emitted_tokens / self.rounds if self.rounds else 0.0
+
+    def histogram(self) -> dict[int, int]:
+        return dict(sorted(self.accepted_lengths.items()))
+
+    def as_dict(self) -> dict:
+        return {
+            "tau": self.tau,
+            "rounds": self.rounds,
+            "emitted_tokens": self.emitted_tokens,
+            "drafted_nodes": self.drafted_nodes,
+            "prompt_tokens": self.prompt_tokens,
+            "new_tokens": self.new_tokens,
+            "non_chain_commits": self.non_chain_commits,
+            "accepted_length_histogram": self.histogram(),
+            "cuda_graphs": self.cuda_graphs,
+            "capture_seconds": self.capture_seconds,
+        }

@@ -1,0 +1,119 @@
+"""The target's KV cache, preallocated once: what lets a verification round be a CUDA-graph replay.
+
+All layers live in ONE tensor ``storage`` (layers, 2, B, H_kv, capacity, D), so committing an
+accepted tree path in every layer is one gather and one scatter, not two per layer. The number of
+committed entries per row, ``lengths`` (B,), is a device tensor: the attention kernels read it
+from memory and nothing on the host needs it, so one captured graph serves every prefix length.
+
+It is a transformers ``Cache``: the target's attention layers call ``update`` as with any
+cache; ``update`` writes the new K/V at ``write_positions`` (set by the round before each forward)
+and returns the whole buffers. Positions beyond a row's length hold stale data that no query may
+read: the hybrid attention reads only [0, length) plus the tree's own slots.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache
+
+
+class _BufferLayer:
+    """One layer's view into the shared storage (what code reading ``cache.layers[i].keys`` expects)."""
+
+    is_sliding = False
+    is_compileable = True
+    is_initialized = True
+    supports_early_init = False
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys = keys
+        self.values = values
+
+
+class TreeKVCache(Cache):
+    """Preallocated target cache of ``capacity`` tokens per row, for tree verification."""
+
+    is_compileable = True
+
+    def __init__(self, num_layers: int, batch_size: int, num_kv_heads: int, head_dim: int, capacity: int,
+                 max_tree_nodes: int, dtype: torch.dtype, device: torch.device):
+        self.storage = torch.zeros(num_layers, 2, batch_size, num_kv_heads, capacity, head_dim, dtype=dtype,
+                                   device=device)
+        super().__init__(layers=[_BufferLayer(self.storage[i, 0], self.storage[i, 1]) for i in range(num_layers)])
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.write_positions = torch.zeros(batch_size, max_tree_nodes, dtype=torch.long, device=device)
+        self.capacity = capacity
+        self.host_length = 0  # a host-side mirror, updated once per round after the round's one sync
+
+    # ------------------------------------------------------------------ transformers Cache API
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Write (B, H_kv, T, D) new K/V at ``write_positions[:, :T]``; return the layer's full buffers."""
+        layer = self.layers[layer_idx]
+        batch, heads, count, dim = key_states.shape
+        index = self.write_positions[:, None, :count, None].expand(batch, heads, count, dim)
+        layer.keys.scatter_(2, index, key_states.to(layer.keys.dtype))
+        layer.values.scatter_(2, index, value_states.to(layer.values.dtype))
+        return layer.keys, layer.values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.host_length
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        return self.capacity, 0
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
+        return self.capacity
+
+    # ------------------------------------------------------------------ LongSpec
+    @property
+    def nbytes(self) -> int:
+        return self.storage.numel() * self.storage.element_size()
+
+    def layer_kv(self, layer_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(keys, values) buffers (B, H_kv, capacity, D) of one target layer, without copying."""
+        layer = self.layers[layer_index]
+        return layer.keys, layer.values
+
+    @torch.no_grad()
+    def load(self, source: Cache, length: int) -> None:
+        """Copy the first ``length`` entries of every layer of another cache (e.g. the prefill's)."""
+        if length > self.capacity:
+            raise ValueError(f"{length} cached tokens do not fit a cache of capacity {self.capacity}")
+        for mine, theirs in zip(self.layers, source.layers):
+            mine.keys[:, :, :length].copy_(theirs.keys[:, :, :length])
+            mine.values[:, :, :length].copy_(theirs.values[:, :, :length])
+        self.lengths.fill_(length)
+        self.host_length = length
+
+    @torch.no_grad()
+    def commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor) -> None:
+        """Keep the accepted tree path right after each row's prefix, in every layer; advance lengths.
+
+        path_nodes: (B, P) tree-node ids (root first) of the accepted path, padded past
+        ``accepted`` (B,) entries with any valid id. The tree's K/V were written at
+        ``lengths + node``; entries [length, length + P) receive them in path order (the padded
+        tail lands past the new length, where nothing reads it). Device ops only.
+        """
+        layers, _, batch, heads, _, dim = self.storage.shape
+        base = self.lengths[:, None]
+        source = (base + path_nodes)[None, None, :, None, :, None].expand(layers, 2, batch, heads, -1, dim)
+        target = (base + torch.arange(path_nodes.shape[1], device=base.device))[None, None, :, None, :, None]
+        kept = self.storage.gather(4, source)
+        self.storage.scatter_(4, target.expand_as(source), kept)
+        self.lengths.add_(accepted)
+
+    def export_to(self, destination: Cache, length: int) -> None:
+        """Write the first ``length`` committed entries back into the cache generate() handed us."""
+        from transformers.cache_utils import DynamicLayer
+
+        for layer_index, (mine, theirs) in enumerate(zip(self.layers, destination.layers)):
+            keys, values = mine.keys[:, :, :length].clone(), mine.values[:, :, :length].clone()
+            if isinstance(theirs, DynamicLayer):
+                theirs.keys, theirs.values = keys, values
+            else:  # a StaticLayer (cache_implementation="static"): rewrite its buffers in place
+                theirs.keys.zero_()
+                theirs.values.zero_()
+                theirs.keys[:, :, :length].copy_(keys)
+                theirs.values[:, :, :length].copy_(values)
+                if hasattr(theirs, "cumulative_length"):
+                    theirs.cumulative_length.fill_(length)
