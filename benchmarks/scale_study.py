@@ -73,9 +73,9 @@ def capture(fn, device):
     return graph.replay
 
 
-def round_costs(target, draft, layout, length: int, repeats: int, device) -> dict:
+def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False) -> dict:
     use_hybrid_attention(target)  # the vanilla runs switched it back to plain sdpa
-    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout))
+    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), compile=compile)
     with torch.no_grad():
         decoder.cache.storage.normal_(0, 0.5)
         decoder.cache.lengths.fill_(length)
@@ -84,8 +84,7 @@ def round_costs(target, draft, layout, length: int, repeats: int, device) -> dic
         draft.start(ids, ring=decoder.context.ring)
         decoder.root_tokens.fill_(1)
     results = {}
-    for name, fn in (("draft", lambda: decoder._draft(decoder._greedy_drafter)),
-                     ("verify_forward", decoder._verify_forward)):
+    for name, fn in (("draft", decoder._draft_greedy), ("verify_forward", decoder._verify)):
         replay = capture(torch.no_grad()(fn), device)
         results[f"{name}_ms"] = 1000 * statistics.median(cuda_time(replay, repeats, device))
 
@@ -146,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--vanilla-contexts", type=int, nargs="+", default=None,
                         help="contexts at which to time the compiled vanilla step (default: all)")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--compile-contexts", type=int, nargs="*", default=[],
+                        help="contexts at which the round is also timed with torch.compile (compile costs minutes)")
     args = parser.parse_args(argv)
     device = torch.device("cpu" if args.quick or not torch.cuda.is_available() else "cuda")
     shape = TINY if args.quick else LLAMA_8B
@@ -170,6 +171,10 @@ def main(argv=None):
             row.update(vanilla_step(target, length, device))
             row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
         row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
+        if length in args.compile_contexts:
+            begin = time.perf_counter()
+            compiled = round_costs(target, draft, layout, length, args.repeats, device, compile=True)
+            row["compiled"] = {**compiled, "setup_and_compile_s": time.perf_counter() - begin}
         rows.append(row)
         print(json.dumps(row), flush=True)
     result = {"machine": machine_info(device, sys.argv), "shape": shape, "tree": list(layout.widths),

@@ -67,6 +67,7 @@ def hybrid_tree_attention(
     return out
 
 
+@torch.library.custom_op("hf_longspec::cached_tree_attention", mutates_args=())
 def cached_tree_attention(
     query: torch.Tensor,
     key_buffer: torch.Tensor,
@@ -80,6 +81,7 @@ def cached_tree_attention(
 
     key_buffer/value_buffer: (B, Hkv, C, D) with the committed prefix in [0, prefix_lengths[b])
     and the tree's own K/V already written at ``tree_positions`` (B, T). tree_mask: bool (B, T, T).
+    A ``torch.library`` custom op: ``torch.compile`` sees one opaque node (shapes from the fake below).
     """
     batch, num_q_heads, tree_len, head_dim = query.shape
     prefix_out, prefix_lse = grouped_prefix_attention_varlen(query, key_buffer, value_buffer, prefix_lengths, scale)
@@ -91,6 +93,12 @@ def cached_tree_attention(
         prefix_out=prefix_out, prefix_lse=prefix_lse, out=out.transpose(1, 2),
     )
     return out
+
+
+@cached_tree_attention.register_fake
+def _(query, key_buffer, value_buffer, tree_mask, prefix_lengths, tree_positions, scale):
+    batch, num_q_heads, tree_len, head_dim = query.shape
+    return query.new_empty(batch, tree_len, num_q_heads, head_dim)
 
 
 def _non_tree_attention(module, name: str):

@@ -179,6 +179,7 @@ def prefix_attention(
     return out.flatten(1, 2).to(q.dtype), lse.flatten(1, 2).float()
 
 
+@torch.library.custom_op("hf_longspec::grouped_prefix_attention_varlen", mutates_args=())
 def grouped_prefix_attention_varlen(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,6 +189,7 @@ def grouped_prefix_attention_varlen(
     Returns out (B, Hkv, g, T, D) float32 and lse (B, Hkv, g, T) float32. Nothing here reads the
     lengths on the host, so it runs inside a captured CUDA graph: the split-KV Triton kernel reads
     them from memory (CUDA), or the float32 math fallback masks the keys past them (CPU).
+    A ``torch.library`` custom op, so ``torch.compile`` traces it as one opaque node.
     """
     if triton_can_run_on(q.device) and q.device.type == "cuda":
         out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -196,3 +198,12 @@ def grouped_prefix_attention_varlen(
         return out.unflatten(1, (num_kv_heads, -1)), lse.unflatten(1, (num_kv_heads, -1))
     valid = torch.arange(k.shape[2], device=k.device)[None, :] < lengths[:, None]  # (B, C)
     return grouped_attention_math(q, k, v, scale, allowed=valid[:, None, :].expand(-1, q.shape[2], -1))
+
+
+@grouped_prefix_attention_varlen.register_fake
+def _(q, k, v, lengths, scale):
+    batch, num_q_heads, query_len, head_dim = q.shape
+    num_kv_heads = k.shape[1]
+    group = num_q_heads // num_kv_heads
+    out = q.new_empty(batch, num_kv_heads, group, query_len, head_dim, dtype=torch.float32)
+    return out, q.new_empty(batch, num_kv_heads, group, query_len, dtype=torch.float32)

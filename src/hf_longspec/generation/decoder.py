@@ -13,7 +13,9 @@ the same drafting, verification forward and commit eagerly, with ``PathVerifier`
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 
 import torch
 
@@ -38,7 +40,8 @@ class LongSpecDecoder:
     """The public round object: owns the buffers and (on CUDA) the captured graph of one round."""
 
     def __init__(self, draft, layout: TreeLayout, capacity: int, batch_size: int = 1,
-                 verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False):
+                 verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False,
+                 compile: bool = False):
         target = draft.target
         config = target.config.get_text_config()
         weight = target.get_input_embeddings().weight
@@ -64,6 +67,14 @@ class LongSpecDecoder:
         self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}
         self._graph = None
         self._greedy_drafter = TreeDrafter(draft, layout, self.tree)
+        # torch.compile fuses the many small kernels of a decoder layer (norms, RoPE, activations);
+        # the hybrid attention is an opaque custom op inside. Compiled once per decoder; the first
+        # (warm-up) round pays for it, then the graph replays the compiled kernels.
+        self.compiled = compile
+        self._verify = torch.compile(self._verify_forward, dynamic=False) if compile else self._verify_forward
+        self._draft_greedy = (torch.compile(self._draft_greedy_eager, dynamic=False) if compile
+                              else self._draft_greedy_eager)
+        self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
 
@@ -109,6 +120,9 @@ class LongSpecDecoder:
     def _draft(self, drafter: TreeDrafter, sequence=None) -> None:
         drafter.build(self.context, self.root_tokens, self.cache.lengths, sequence)
 
+    def _draft_greedy_eager(self) -> None:
+        self._draft(self._greedy_drafter)
+
     def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
         """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become roots."""
         positions = self.cache.lengths[:, None] + torch.arange(path_nodes.shape[1], device=self.device)[None]
@@ -120,8 +134,8 @@ class LongSpecDecoder:
     @torch.no_grad()
     def round(self) -> None:
         """Greedy round without processors, device only; writes ``self.result``."""
-        self._draft(self._greedy_drafter)
-        paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify_forward())
+        self._draft_greedy()
+        paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify())
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
         self.result[:, 0] = paths.accepted
@@ -131,7 +145,9 @@ class LongSpecDecoder:
     def run_round(self) -> torch.Tensor:
         """One greedy round; on CUDA a graph replay (captured after one eager warm-up round).
         Returns the packed result on the host: the round's one sync."""
-        if not self.use_cuda_graphs:
+        if self.warmup_seconds is None:
+            self._warm_up()
+        elif not self.use_cuda_graphs:
             self.round()
         elif self._graph is None:
             self._warm_up_then_capture()
@@ -141,24 +157,42 @@ class LongSpecDecoder:
         self.cache.host_length = int(self.cache.host_length + result[0, 0])
         return result
 
+    def _warm_up(self) -> None:
+        """The first round, run eagerly (on a side stream on CUDA, as capture wants): builds the
+        Triton kernels, sets up cuBLAS, compiles. If compiling fails, warn and stay eager."""
+        begin = time.perf_counter()
+        cuda = self.device.type == "cuda"
+        stream = torch.cuda.Stream(self.device) if cuda else None
+        if cuda:
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
+            try:
+                self.round()
+            except Exception as error:  # noqa: BLE001 - any compiler failure: fall back, loudly
+                if not self.compiled:
+                    raise
+                warnings.warn(f"torch.compile of the LongSpec round failed ({type(error).__name__}: {error}); "
+                              "running it uncompiled (pass longspec_compile=False to skip compiling).")
+                self.compiled = False
+                self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
+                self.round()
+        if cuda:
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            torch.cuda.synchronize(self.device)
+        self.warmup_seconds = time.perf_counter() - begin
+
     def _warm_up_then_capture(self) -> None:
-        """Run this round eagerly on a side stream (compiles the Triton kernels, sets up cuBLAS),
-        then capture the next one; capture records without running, so state stays consistent."""
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            self.round()
-        torch.cuda.current_stream(self.device).wait_stream(stream)
+        """Capture the round as one CUDA graph (after the warm-up round); capture records without
+        running, so the state stays consistent."""
         torch.cuda.synchronize(self.device)
         begin = time.perf_counter()
         graph = torch.cuda.CUDAGraph()
-        result_before = self.result.clone()
         with torch.cuda.graph(graph):
             self.round()
-        self.result.copy_(result_before)  # capture did not run: the warm-up round's result stands
         torch.cuda.synchronize(self.device)
         self.capture_seconds = time.perf_counter() - begin
         self._graph = graph
+        graph.replay()
 
     # ------------------------------------------------------------------ host-walked round
     @torch.no_grad()

@@ -69,11 +69,12 @@ class _Emitter:
 
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
-                     sampling: bool) -> LongSpecDecoder:
+                     sampling: bool, compile: bool) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones)."""
     weight = draft.target.get_input_embeddings().weight
-    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, verify_mode, use_graphs, sampling)
+    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, verify_mode, use_graphs, sampling,
+           compile)
     with _POOL_LOCK:
         pool = draft.__dict__.setdefault("_longspec_decoders", {}).setdefault(key, [])
         for decoder in pool:
@@ -81,7 +82,7 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
                 decoder.busy = True
                 return decoder
     decoder = LongSpecDecoder(draft, layout, capacity, verify_mode=verify_mode, use_cuda_graphs=use_graphs,
-                              sampling=sampling)
+                              sampling=sampling, compile=compile)
     decoder.busy = True
     with _POOL_LOCK:
         pool.append(decoder)
@@ -101,9 +102,14 @@ def longspec_generate(
     longspec_max_nodes=None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
+    longspec_compile: bool | None = None,
     **model_kwargs,
 ):
-    """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate()."""
+    """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
+
+    longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
+    longspec_compile: torch.compile the round's drafting and verification forward (default: on CUDA).
+    """
     from ..errors import UnsupportedGenerationError
 
     draft = longspec_draft
@@ -140,7 +146,9 @@ def longspec_generate(
 
     if not emitter.finished and layout.depth > 0:
         capacity = bucketed_capacity(generation_config.max_length, layout)
-        decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample)
+        compile_round = longspec_compile if longspec_compile is not None else input_ids.device.type == "cuda"
+        decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample,
+                                   bool(compile_round) and not on_host)
         try:
             _speculate(decoder, input_ids, cache, first, emitter, stats, on_host, processors, do_sample, keep_scores)
         finally:
@@ -162,7 +170,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, cache, first, emitter: _Emit
     decoder.start(input_ids, cache, first)
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
     verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
-    had_graph = decoder._graph is not None
+    had_graph, had_warm_up = decoder._graph is not None, decoder.warmup_seconds is not None
     drafted = decoder.layout.num_nodes - 1
     try:
         while not emitter.finished:
@@ -183,8 +191,11 @@ def _speculate(decoder: LongSpecDecoder, input_ids, cache, first, emitter: _Emit
         # everything before the last emitted token is committed; the last one is not (it is a root)
         decoder.finish(emitter.length - 1, cache)
     stats.cuda_graphs = decoder._graph is not None
+    stats.compiled = decoder.compiled
     if decoder._graph is not None and not had_graph:
         stats.capture_seconds = decoder.capture_seconds
+    if not had_warm_up:
+        stats.warmup_seconds = decoder.warmup_seconds
 
 
 def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int]) -> bool:

@@ -56,7 +56,11 @@ class TreeKVCache(Cache):
         return layer.keys, layer.values
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.host_length
+        """Always 0. Per-row lengths live in ``lengths`` on the device; LongSpec passes position_ids on
+        every forward, and transformers reads this only to invent positions when none are given (or
+        as a ``cache_position`` nobody here uses). A constant keeps compiled code from specializing
+        (recompiling) on the prefix length."""
+        return 0
 
     def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
         return self.capacity, 0
