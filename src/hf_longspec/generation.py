@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import types
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -22,8 +23,10 @@ import torch
 
 from .cache_commit import check_commitable_cache, commit_tree_path, crop_cache
 from .errors import IncompatibleDraftError, UnsupportedGenerationError
+from .generate_inputs import inferred_pad_token, split_stop_strings, with_stop_strings
 from .target_support import cache_argument_name, cache_from_model_kwargs
 from .tree import DraftTree, TreeDrafter, plan_widths
+from .tree_options import check_tree_options
 from .verification import PathVerifier
 
 VERIFY_MODES = ("hybrid", "masked")
@@ -77,7 +80,29 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
         return stock_generate(self, inputs, *args, assistant_model=assistant_model, **kwargs)
     if kwargs.get("custom_generate") is not None:
         raise UnsupportedGenerationError("Pass either a LongSpec assistant_model or custom_generate, not both.")
+    if kwargs.get("synced_gpus"):
+        # generate() does not hand synced_gpus to a custom_generate callable: refuse it here rather than
+        # decode unsynchronized while other ranks wait
+        raise UnsupportedGenerationError(
+            "synced_gpus=True (ZeRO-3 / FSDP generation across ranks) is not supported with LongSpec speculation; "
+            "allowed: synced_gpus=False or unset, with the target whole on each device."
+        )
     options = {name: kwargs.pop(name) for name in list(kwargs) if name.startswith("longspec_")}
+    check_tree_options(options.get("longspec_tree_widths"), options.get("longspec_max_nodes"))
+    # generate(inputs, generation_config, ...) may pass the config positionally
+    generation_config = args[0] if args else kwargs.get("generation_config")
+    input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+    pad = inferred_pad_token(self, input_ids, generation_config, kwargs)
+    if pad is not None and input_ids.shape[0] == 1:
+        return _generate_without_speculation(self, stock_generate, assistant_model, pad, inputs, args, kwargs)
+    stop_strings, tokenizer, new_config = split_stop_strings(self, generation_config, kwargs)
+    if new_config is not generation_config:
+        if args:
+            args = (new_config, *args[1:])
+        else:
+            kwargs["generation_config"] = new_config
+    if stop_strings is not None:
+        options.update(longspec_stop_strings=stop_strings, longspec_tokenizer=tokenizer)
     return stock_generate(
         self,
         inputs,
@@ -90,11 +115,37 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
     )
 
 
+def _generate_without_speculation(model, stock_generate, draft, pad: int, inputs, args, kwargs):
+    """A prompt holding pad_token_id and no attention_mask: generate() masks those tokens, which tree
+    verification cannot do, so the call runs as plain generate() (identical output) and says why."""
+    input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+    positions = (input_ids[0] == pad).nonzero().flatten().tolist()
+    shown = ", ".join(map(str, positions[:8])) + (", ..." if len(positions) > 8 else "")
+    warnings.warn(
+        f"The prompt contains pad_token_id={pad} (at position {shown}) and no attention_mask was passed, so "
+        "generate() treats those tokens as padding and masks them. LongSpec speculation cannot run over a masked "
+        "prompt: this call decodes without speculation (same output as generate() without assistant_model). "
+        "Pass attention_mask=torch.ones_like(input_ids) to treat them as ordinary tokens and speculate.",
+        UserWarning,
+        stacklevel=3,
+    )
+    out = stock_generate(model, inputs, *args, **kwargs)
+    sequences = out if isinstance(out, torch.Tensor) else out.sequences
+    draft.last_stats = LongSpecStats(prompt_tokens=input_ids.shape[1], new_tokens=sequences.shape[1] - input_ids.shape[1])
+    return out
+
+
 # --------------------------------------------------------------------------- checks
-def _check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode) -> None:
+def _check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
+                   max_nodes=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
     if draft is None:
         raise UnsupportedGenerationError("longspec_generate needs longspec_draft=<LongSpecDraftModel bound to the target>.")
+    check_tree_options(tree_widths, max_nodes)
+    check_tree_options(
+        getattr(generation_config, "longspec_tree_widths", None), getattr(generation_config, "longspec_max_nodes", None),
+        widths_name="generation_config.longspec_tree_widths", max_nodes_name="generation_config.longspec_max_nodes",
+    )
     if getattr(model, "tp_size", None) not in (None, 1):
         raise UnsupportedGenerationError(
             f"The target is tensor-parallel (tp_size={model.tp_size}); LongSpec verification does not support "
@@ -139,7 +190,12 @@ def _check_request(model, draft, input_ids, generation_config, model_kwargs, ver
         )
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is not None and not bool((attention_mask == 1).all()):
-        raise UnsupportedGenerationError("LongSpec speculation does not support padded inputs (attention_mask with 0s).")
+        masked = int((attention_mask != 1).sum())
+        raise UnsupportedGenerationError(
+            f"LongSpec speculation does not support padded inputs: the attention_mask has {masked} masked (0) "
+            f"position(s) out of {attention_mask.shape[-1]}. Allowed: an unpadded prompt, i.e. no attention_mask "
+            "or one of all 1s (strip the padding of a single prompt before calling generate)."
+        )
     max_positions = model.config.get_text_config().max_position_embeddings
     if generation_config.max_length > max_positions:
         raise UnsupportedGenerationError(
@@ -209,13 +265,17 @@ def longspec_generate(
     longspec_tree_widths=None,
     longspec_max_nodes=None,
     longspec_verify_attention: str = "hybrid",
+    longspec_stop_strings=None,
+    longspec_tokenizer=None,
     **model_kwargs,
 ):
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate()."""
     draft = longspec_draft
     if synced_gpus:
         raise UnsupportedGenerationError("synced_gpus is not supported with LongSpec speculation.")
-    _check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention)
+    _check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention,
+                   longspec_tree_widths, longspec_max_nodes)
+    stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
     max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or draft.config.tree_max_nodes
     do_sample = bool(generation_config.do_sample)
