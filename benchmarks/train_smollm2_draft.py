@@ -128,8 +128,8 @@ def main():
     report["ablation"] = []
     if not args.skip_ablation:
         for name, switches in ABLATION:
-            recipe = TrainRecipe(output_dir=str(work / "ablation"), max_steps=args.ablation_steps, overwrite_output=True,
-                                 **base, **switches)
+            recipe = TrainRecipe(output_dir=str(work / "ablation"), max_steps=args.ablation_steps,
+                                 overwrite_output=True, **base, **switches)
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             log = json.loads((work / "ablation" / "final" / "training_log.json").read_text())
             draft.to(target.dtype).eval().bind(target)

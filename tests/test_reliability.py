@@ -150,7 +150,8 @@ def test_tree_options_on_a_generation_config_and_the_custom_generate_route(pair)
 def test_synced_gpus_is_refused_not_dropped(pair):
     """generate() drops synced_gpus on the custom_generate route; LongSpec must not ignore it silently."""
     target, draft = pair
-    with pytest.raises(UnsupportedGenerationError, match=r"synced_gpus=True .* not supported.*allowed: synced_gpus=False"):
+    message = r"synced_gpus=True .* not supported.*allowed: synced_gpus=False"
+    with pytest.raises(UnsupportedGenerationError, match=message):
         target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, synced_gpus=True)
 
 
@@ -274,6 +275,10 @@ def test_cli_train_refuses_a_non_empty_output_folder(tmp_path, capsys, no_loadin
     assert f"output folder {run} is not empty (it holds checkpoint-500, final)" in err
     assert "--resume" in err and "--overwrite-output" in err
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-500", "final"]
+    # --resume needs a checkpoint to continue from when the folder is not empty
+    (run / "checkpoint-500").rmdir()
+    err = _cli_error(capsys, ["train", "--output", str(run), "--resume"])
+    assert "holds no checkpoint-* to continue from (it holds final)" in err
 
 
 def test_local_text_chunks_name_the_token_budget():

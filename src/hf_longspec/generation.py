@@ -131,7 +131,8 @@ def _generate_without_speculation(model, stock_generate, draft, pad: int, inputs
     )
     out = stock_generate(model, inputs, *args, **kwargs)
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
-    draft.last_stats = LongSpecStats(prompt_tokens=input_ids.shape[1], new_tokens=sequences.shape[1] - input_ids.shape[1])
+    prompt = input_ids.shape[1]
+    draft.last_stats = LongSpecStats(prompt_tokens=prompt, new_tokens=sequences.shape[1] - prompt)
     return out
 
 

@@ -276,7 +276,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
             where = draft_devices[0] if len(draft_devices) == 1 else "spread over " + ", ".join(draft_devices)
             raise IncompatibleDraftError(
                 f"device mismatch: the draft's weights are on {where}, the target's embeddings are on {target_device}. "
-                f"Allowed: the draft on the target's device; move it first: draft.to({str(target_device)!r}).bind(target)."
+                "Allowed: the draft on the target's device; move it first: "
+                f"draft.to({str(target_device)!r}).bind(target)."
             )
 
     def _check_matches(self, target_config) -> None:

@@ -60,7 +60,8 @@ class TrainRecipe:
             raise TrainingRecipeError(
                 f"max_tokens={self.max_tokens} is less than seq_len={self.seq_len}: training reads at most max_tokens "
                 "tokens of local text and cuts them into seq_len-token chunks, so not one chunk fits. Allowed: "
-                f"max_tokens >= seq_len (e.g. --max-tokens {self.seq_len * self.batch_size * 16} or a smaller --seq-len)."
+                f"max_tokens >= seq_len (e.g. --max-tokens {self.seq_len * self.batch_size * 16} "
+                "or a smaller --seq-len)."
             )
         if not self.learning_rate > 0:
             raise TrainingRecipeError(f"learning_rate={self.learning_rate!r}; allowed: a number > 0.")
@@ -86,9 +87,17 @@ def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():
         raise TrainingRecipeError(f"output folder {folder} exists and is not a folder; allowed: a new or empty folder.")
-    if resume or overwrite or not folder.exists():
+    if overwrite or not folder.exists():
         return
     entries = sorted(p.name for p in folder.iterdir())
+    if resume:
+        if entries and not any(folder.glob("checkpoint-*")):
+            raise TrainingRecipeError(
+                f"resume: output folder {folder} holds no checkpoint-* to continue from (it holds "
+                f"{', '.join(entries[:6])}{', ...' if len(entries) > 6 else ''}); a new run would overwrite final/. "
+                "Allowed: --resume on a folder with checkpoints (or a new/empty one), or --overwrite-output."
+            )
+        return
     if entries:
         shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
         raise TrainingRecipeError(
