@@ -95,14 +95,14 @@ def main():
 
     # 1. probe the step time, then the main run sized to the budget
     timer = StepTimer()
-    probe = TrainRecipe(output_dir=str(work / "probe"), max_steps=25, **base)
+    probe = TrainRecipe(output_dir=str(work / "probe"), max_steps=25, overwrite_output=True, **base)
     train_draft(target, tokenizer, probe, dataset=dataset, callbacks=[timer], progress=False)
     step_seconds = (timer.times[-1] - timer.times[4]) / (len(timer.times) - 5) if len(timer.times) > 6 else 1.0
     main_steps = max(int(args.budget_seconds / step_seconds), 10)
     report["step_seconds"] = step_seconds
     print(f"step time {step_seconds * 1000:.0f} ms -> main run {main_steps} steps", flush=True)
 
-    recipe = TrainRecipe(output_dir=str(work / "main_run"), max_steps=main_steps, **base)
+    recipe = TrainRecipe(output_dir=str(work / "main_run"), max_steps=main_steps, overwrite_output=True, **base)
     t0 = time.perf_counter()
     draft = train_draft(target, tokenizer, recipe, dataset=dataset)
     train_seconds = time.perf_counter() - t0
@@ -128,7 +128,8 @@ def main():
     report["ablation"] = []
     if not args.skip_ablation:
         for name, switches in ABLATION:
-            recipe = TrainRecipe(output_dir=str(work / "ablation"), max_steps=args.ablation_steps, **base, **switches)
+            recipe = TrainRecipe(output_dir=str(work / "ablation"), max_steps=args.ablation_steps,
+                                 overwrite_output=True, **base, **switches)
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             log = json.loads((work / "ablation" / "final" / "training_log.json").read_text())
             draft.to(target.dtype).eval().bind(target)

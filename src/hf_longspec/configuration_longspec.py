@@ -6,6 +6,8 @@ import copy
 
 from transformers import PretrainedConfig
 
+from .errors import NotADraftError
+
 # Fields that must equal the target's: the draft reads the target's KV cache and shares its
 # embeddings and LM head, so shapes and positional encoding have to agree exactly.
 TARGET_MATCHED_FIELDS = (
@@ -97,8 +99,29 @@ class LongSpecDraftConfig(PretrainedConfig):
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
+        if self.tree_max_nodes is not None and (isinstance(self.tree_max_nodes, bool) or
+                                                not isinstance(self.tree_max_nodes, int) or self.tree_max_nodes < 1):
+            raise ValueError(f"tree_max_nodes must be a positive int or None (no cap), got {self.tree_max_nodes!r}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        model_type = config_dict.get("model_type")
+        if model_type not in (None, cls.model_type):
+            raise NotADraftError(
+                f"the config has model_type={model_type!r}: that is a {model_type} model, not a LongSpec draft "
+                f"(model_type {cls.model_type!r}). Pass a draft folder written by `hf-longspec train` (its final/ "
+                "folder) or LongSpecDraftModel.save_pretrained; load targets with AutoModelForCausalLM."
+            )
+        return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except NotADraftError as error:
+            raise NotADraftError(f"{pretrained_model_name_or_path}: {error}") from None
 
     @property
     def resolved_target_layer_index(self) -> int:

@@ -25,3 +25,15 @@ class DraftNotRoutedError(IncompatibleDraftError, AttributeError):
     """A LongSpec draft reached transformers' stock assisted generation of a model it is not bound to.
 
     Also an AttributeError, so hasattr()/getattr(default) on the draft keep working."""
+
+
+class NotADraftError(LongSpecError):
+    """A folder or config that is not a LongSpec draft was given where a draft is expected."""
+
+
+class TrainingRecipeError(LongSpecError):
+    """A training setting (or the output folder) that cannot give a sensible run."""
+
+
+class CommandLineError(LongSpecError):
+    """A command-line argument that is wrong; found before anything is loaded."""

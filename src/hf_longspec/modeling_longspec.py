@@ -260,6 +260,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 f"vocab size mismatch: draft has {self.config.vocab_size}, target embedding has "
                 f"{target.get_input_embeddings().weight.shape[0]} rows"
             )
+        self._check_device(target)
         layers = target_config.num_hidden_layers
         if not -layers <= self.config.target_layer_index < layers:
             raise IncompatibleDraftError(
@@ -271,6 +272,18 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         for hook in BIND_HOOKS:  # e.g. generation.routing: makes target.generate route this draft
             hook(target)
         return self
+
+    def _check_device(self, target) -> None:
+        """The draft runs on the target's embedding device: refuse a draft elsewhere now, not deep in a forward."""
+        target_device = target.get_input_embeddings().weight.device
+        draft_devices = sorted({str(p.device) for p in self.parameters()})
+        if draft_devices != [str(target_device)]:
+            where = draft_devices[0] if len(draft_devices) == 1 else "spread over " + ", ".join(draft_devices)
+            raise IncompatibleDraftError(
+                f"device mismatch: the draft's weights are on {where}, the target's embeddings are on {target_device}. "
+                "Allowed: the draft on the target's device; move it first: "
+                f"draft.to({str(target_device)!r}).bind(target)."
+            )
 
     def _check_matches(self, target_config) -> None:
         draft_as_target = LongSpecDraftConfig.from_target_config(target_config)

@@ -1,7 +1,7 @@
 """`hf-longspec bench`: LongSpec against its peers on long real prompts, in one process and run.
 
-    hf-longspec bench --out bench-results                 # GPU: 1k..8k prompts, all methods
-    hf-longspec bench --quick --out /tmp/bq               # CPU smoke run: one 256-token prompt
+    hf-longspec bench --output bench-results               # GPU: 1k..8k prompts, all methods
+    hf-longspec bench --quick --output /tmp/bq             # CPU smoke run: one 256-token prompt
 
 Writes DIR/bench.json (every run, the per-length rows, machine info, command line),
 DIR/bench.md (the table) and DIR/speedup.png, and prints the table last.
@@ -34,7 +34,8 @@ FULL = {"lengths": list(DEFAULT_LENGTHS), "kinds": list(WORKLOAD_KINDS), "prompt
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="bench-results", help="output folder for bench.json, bench.md, speedup.png")
+    parser.add_argument("--output", "--out", dest="output", default="bench-results",
+                        help="output folder for bench.json, bench.md, speedup.png (--out: older spelling)")
     parser.add_argument("--quick", action="store_true",
                         help=f"tiny CPU smoke run; defaults become {QUICK}")
     parser.add_argument("--lengths", type=int, nargs="+", default=None,
@@ -190,7 +191,7 @@ def report_text(result: dict) -> str:
 def main(args, argv: list[str] | None = None) -> int:
     model, tokenizer = load_target(args)
     result = run_bench(model, tokenizer, args, argv)
-    paths = write_outputs(result, Path(args.out), plot=not args.no_plot)
+    paths = write_outputs(result, Path(args.output), plot=not args.no_plot)
     if not args.no_plot and "plot" not in paths:
         print("speedup.png skipped: matplotlib is not installed (pip install 'hf-longspec[bench]')", file=sys.stderr)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")

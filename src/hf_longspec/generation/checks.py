@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
+from ..tree_options import check_tree_options
 from .decoder import VERIFY_MODES
 
 
-def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode) -> None:
+def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
+                  max_nodes=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
     if draft is None:
         raise UnsupportedGenerationError("longspec_generate needs longspec_draft=<LongSpecDraftModel bound to the target>.")
+    check_tree_options(tree_widths, max_nodes)
+    check_tree_options(
+        getattr(generation_config, "longspec_tree_widths", None), getattr(generation_config, "longspec_max_nodes", None),
+        widths_name="generation_config.longspec_tree_widths", max_nodes_name="generation_config.longspec_max_nodes",
+    )
     if getattr(model, "tp_size", None) not in (None, 1):
         raise UnsupportedGenerationError(
             f"The target is tensor-parallel (tp_size={model.tp_size}); LongSpec verification does not support "
@@ -50,7 +57,12 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         raise UnsupportedGenerationError(f"longspec_verify_attention={verify_mode!r}; allowed: {VERIFY_MODES}")
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is not None and not bool((attention_mask == 1).all()):
-        raise UnsupportedGenerationError("LongSpec speculation does not support padded inputs (attention_mask with 0s).")
+        masked = int((attention_mask != 1).sum())
+        raise UnsupportedGenerationError(
+            f"LongSpec speculation does not support padded inputs: the attention_mask has {masked} masked (0) "
+            f"position(s) out of {attention_mask.shape[-1]}. Allowed: an unpadded prompt, i.e. no attention_mask "
+            "or one of all 1s (strip the padding of a single prompt before calling generate)."
+        )
     max_positions = model.config.get_text_config().max_position_embeddings
     if generation_config.max_length > max_positions:
         raise UnsupportedGenerationError(

@@ -12,6 +12,7 @@ import threading
 import torch
 
 from ..attention import use_hybrid_attention
+from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier
 from .checks import check_request
@@ -103,6 +104,8 @@ def longspec_generate(
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
     longspec_compile: bool | None = None,
+    longspec_stop_strings=None,
+    longspec_tokenizer=None,
     **model_kwargs,
 ):
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
@@ -115,7 +118,9 @@ def longspec_generate(
     draft = longspec_draft
     if synced_gpus:
         raise UnsupportedGenerationError("synced_gpus is not supported with LongSpec speculation.")
-    check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention)
+    check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention,
+                  longspec_tree_widths, longspec_max_nodes)
+    stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
     max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or draft.config.tree_max_nodes

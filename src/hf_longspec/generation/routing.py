@@ -12,11 +12,17 @@ Binding a draft (``draft.bind(target)``) runs ``on_bind``, which (once per targe
 from __future__ import annotations
 
 import types
+import warnings
+
+import torch
 
 from ..attention import use_hybrid_attention
 from ..errors import UnsupportedGenerationError
+from ..generate_inputs import inferred_pad_token, split_stop_strings
 from ..modeling_longspec import BIND_HOOKS, LongSpecDraftModel
+from ..tree_options import check_tree_options
 from .loop import longspec_generate
+from .stats import LongSpecStats
 
 def install_longspec_generate(target) -> None:
     """Give `target` a generate() that routes LongSpec drafts to tree speculation (idempotent)."""
@@ -33,7 +39,29 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
         return stock_generate(self, inputs, *args, assistant_model=assistant_model, **kwargs)
     if kwargs.get("custom_generate") is not None:
         raise UnsupportedGenerationError("Pass either a LongSpec assistant_model or custom_generate, not both.")
+    if kwargs.get("synced_gpus"):
+        # generate() does not hand synced_gpus to a custom_generate callable: refuse it here rather than
+        # decode unsynchronized while other ranks wait
+        raise UnsupportedGenerationError(
+            "synced_gpus=True (ZeRO-3 / FSDP generation across ranks) is not supported with LongSpec speculation; "
+            "allowed: synced_gpus=False or unset, with the target whole on each device."
+        )
     options = {name: kwargs.pop(name) for name in list(kwargs) if name.startswith("longspec_")}
+    check_tree_options(options.get("longspec_tree_widths"), options.get("longspec_max_nodes"))
+    # generate(inputs, generation_config, ...) may pass the config positionally
+    generation_config = args[0] if args else kwargs.get("generation_config")
+    input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+    pad = inferred_pad_token(self, input_ids, generation_config, kwargs)
+    if pad is not None and input_ids.shape[0] == 1:
+        return _generate_without_speculation(self, stock_generate, assistant_model, pad, inputs, args, kwargs)
+    stop_strings, tokenizer, new_config = split_stop_strings(self, generation_config, kwargs)
+    if new_config is not generation_config:
+        if args:
+            args = (new_config, *args[1:])
+        else:
+            kwargs["generation_config"] = new_config
+    if stop_strings is not None:
+        options.update(longspec_stop_strings=stop_strings, longspec_tokenizer=tokenizer)
     return stock_generate(
         self,
         inputs,
@@ -44,6 +72,27 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
         **options,
         **kwargs,
     )
+
+
+def _generate_without_speculation(model, stock_generate, draft, pad: int, inputs, args, kwargs):
+    """A prompt holding pad_token_id and no attention_mask: generate() masks those tokens, which tree
+    verification cannot do, so the call runs as plain generate() (identical output) and says why."""
+    input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+    positions = (input_ids[0] == pad).nonzero().flatten().tolist()
+    shown = ", ".join(map(str, positions[:8])) + (", ..." if len(positions) > 8 else "")
+    warnings.warn(
+        f"The prompt contains pad_token_id={pad} (at position {shown}) and no attention_mask was passed, so "
+        "generate() treats those tokens as padding and masks them. LongSpec speculation cannot run over a masked "
+        "prompt: this call decodes without speculation (same output as generate() without assistant_model). "
+        "Pass attention_mask=torch.ones_like(input_ids) to treat them as ordinary tokens and speculate.",
+        UserWarning,
+        stacklevel=3,
+    )
+    out = stock_generate(model, inputs, *args, **kwargs)
+    sequences = out if isinstance(out, torch.Tensor) else out.sequences
+    prompt = input_ids.shape[1]
+    draft.last_stats = LongSpecStats(prompt_tokens=prompt, new_tokens=sequences.shape[1] - prompt)
+    return out
 
 
 if install_longspec_generate not in BIND_HOOKS:

@@ -24,8 +24,15 @@ class LongSpecCollator:
 
     def __post_init__(self):
         self.generator = torch.Generator().manual_seed(self.seed)  # for features without an index
-        self.steps = 0
-        self.seen: dict[int, int] = {}
+        self.restore(0, 0)
+
+    def restore(self, batches_done: int, epochs_done: int) -> None:
+        """Continue a resumed run exactly where it stopped: the Trainer skips the batches already
+        trained without collating them, so the counters are set from the restored training state
+        (`batches_done` collate calls so far; every sample seen once per finished epoch)."""
+        self.steps = batches_done
+        self.epochs_done = epochs_done
+        self.seen = {}
 
     def __call__(self, features: list[dict]) -> dict:
         input_ids = torch.stack([f["input_ids"] for f in features])
@@ -34,8 +41,9 @@ class LongSpecCollator:
             rows = []
             for feature in features:
                 sample = int(feature["index"])
-                occurrence = self.seen.get(sample, 0)
-                self.seen[sample] = occurrence + 1
+                seen_now = self.seen.get(sample, 0)
+                self.seen[sample] = seen_now + 1
+                occurrence = self.epochs_done + seen_now
                 rows.append(anchor_offset_for_sample(seq, self.max_positions, self.num_anchors, self.seed, sample,
                                                      occurrence, self.anchor_offset))
             position_ids = torch.stack(rows)

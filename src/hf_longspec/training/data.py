@@ -8,6 +8,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..corpus import read_text, text_files
+from ..errors import TrainingRecipeError
 
 
 class LocalTextChunks(Dataset):
@@ -32,8 +33,16 @@ class LocalTextChunks(Dataset):
         if batch and len(stream) < max_tokens:
             stream += _encode_all(tokenizer, batch, eos)
         usable = min(len(stream), max_tokens) // seq_len * seq_len
+        if usable == 0 and len(stream) >= seq_len:
+            raise TrainingRecipeError(
+                f"max_tokens={max_tokens} is less than seq_len={seq_len}: not one {seq_len}-token chunk fits in the "
+                "token budget. Allowed: max_tokens >= seq_len."
+            )
         if usable == 0:
-            raise ValueError(f"only {len(stream)} tokens of local text; need at least seq_len={seq_len}")
+            raise TrainingRecipeError(
+                f"only {len(stream)} tokens of local {'/'.join(kinds)} text ({split} split) were found; need at least "
+                f"seq_len={seq_len}. Allowed: a smaller seq_len, or more local text of these kinds."
+            )
         self.chunks = torch.tensor(stream[:usable], dtype=torch.long).view(-1, seq_len)
 
     def __len__(self) -> int:

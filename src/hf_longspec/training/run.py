@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import TrainingArguments
 
+from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
@@ -37,7 +39,82 @@ class TrainRecipe:
     save_steps: int = 500
     logging_steps: int = 10
     resume: bool = False
+    overwrite_output: bool = False  # replace the checkpoints and final/ a previous run left in output_dir
     draft_overrides: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Refuse settings that cannot give a sensible run, naming the value and what is allowed.
+
+        Cheap (no model, no data): the CLI calls it before loading anything."""
+        from ..training.trainer import DISTILL_MODES
+
+        positive = {"max_steps": self.max_steps, "seq_len": self.seq_len, "batch_size": self.batch_size,
+                    "grad_accum": self.grad_accum, "save_steps": self.save_steps,
+                    "logging_steps": self.logging_steps, "max_tokens": self.max_tokens}
+        for name, value in positive.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TrainingRecipeError(f"{name}={value!r}; allowed: a positive int (>= 1).")
+        if self.seq_len < 2:
+            raise TrainingRecipeError(f"seq_len={self.seq_len}; allowed: >= 2 (a chunk needs a next token to predict).")
+        if self.max_tokens < self.seq_len:
+            raise TrainingRecipeError(
+                f"max_tokens={self.max_tokens} is less than seq_len={self.seq_len}: training reads at most max_tokens "
+                "tokens of local text and cuts them into seq_len-token chunks, so not one chunk fits. Allowed: "
+                f"max_tokens >= seq_len (e.g. --max-tokens {self.seq_len * self.batch_size * 16} "
+                "or a smaller --seq-len)."
+            )
+        if not self.learning_rate > 0:
+            raise TrainingRecipeError(f"learning_rate={self.learning_rate!r}; allowed: a number > 0.")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise TrainingRecipeError(f"warmup_steps={self.warmup_steps!r}; allowed: an int >= 0.")
+        if self.distill not in DISTILL_MODES:
+            raise TrainingRecipeError(f"distill={self.distill!r}; allowed: {DISTILL_MODES}.")
+        from ..corpus import KINDS
+
+        if not self.kinds or any(kind not in KINDS for kind in self.kinds):
+            raise TrainingRecipeError(f"kinds={self.kinds!r}; allowed: a non-empty list drawn from {KINDS}.")
+        if self.resume and self.overwrite_output:
+            raise TrainingRecipeError(
+                "resume and overwrite_output contradict each other: --resume continues the checkpoints in "
+                f"{self.output_dir}, --overwrite-output deletes them. Pass one of them."
+            )
+        check_output_dir(self.output_dir, self.resume, self.overwrite_output)
+
+
+def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
+    """A run writes checkpoint-*/ and final/ into output_dir: refuse to mix with, or silently replace,
+    what an earlier run left there unless `resume` or `overwrite` says what to do with it."""
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise TrainingRecipeError(f"output folder {folder} exists and is not a folder; allowed: a new or empty folder.")
+    if overwrite or not folder.exists():
+        return
+    entries = sorted(p.name for p in folder.iterdir())
+    if resume:
+        if entries and not any(folder.glob("checkpoint-*")):
+            raise TrainingRecipeError(
+                f"resume: output folder {folder} holds no checkpoint-* to continue from (it holds "
+                f"{', '.join(entries[:6])}{', ...' if len(entries) > 6 else ''}); a new run would overwrite final/. "
+                "Allowed: --resume on a folder with checkpoints (or a new/empty one), or --overwrite-output."
+            )
+        return
+    if entries:
+        shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
+        raise TrainingRecipeError(
+            f"output folder {folder} is not empty (it holds {shown}); a new run would delete its checkpoints and "
+            "overwrite final/. Allowed: a new or empty folder, --resume to continue the run saved there, or "
+            "--overwrite-output to replace it (resume=True / overwrite_output=True in a TrainRecipe)."
+        )
+
+
+def _clear_previous_run(output_dir: str) -> None:
+    """overwrite_output: remove the checkpoints and final/ of the earlier run (nothing else)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return
+    for path in [*folder.glob("checkpoint-*"), folder / "final"]:
+        if path.is_dir():
+            shutil.rmtree(path)
 
 
 def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
@@ -48,10 +125,17 @@ def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
                 progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
     """Train (or continue training) a draft for `target`; returns the trained, bound draft."""
+    recipe.check()
     device = target.get_input_embeddings().weight.device
     on_gpu = device.type == "cuda"
     if draft is None:
-        draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+        # seeded here: the Trainer seeds only after the draft exists, so the draft's initial
+        # weights would come from whatever state torch's global generator happened to be in
+        with torch.random.fork_rng(devices=[device] if on_gpu else []):
+            torch.manual_seed(recipe.seed)
+            draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+    if recipe.overwrite_output:
+        _clear_previous_run(recipe.output_dir)
     draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
     draft.bind(target)
     config = target.config.get_text_config()

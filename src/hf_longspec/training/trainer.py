@@ -7,7 +7,7 @@ optimized nor saved; the draft borrows its embeddings and LM head through `bind`
 from __future__ import annotations
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 from ..target_support import cache_argument_name, target_layer_kv
 
@@ -25,6 +25,8 @@ class LongSpecTrainer(Trainer):
         self.args.remove_unused_columns = False
         self.target = target.eval().requires_grad_(False)
         self.distill = distill
+        if hasattr(self.data_collator, "restore"):
+            self.add_callback(_RestoreCollator(self.data_collator, self.args.gradient_accumulation_steps))
 
     @torch.no_grad()
     def target_signals(self, model, input_ids, position_ids):
@@ -59,6 +61,18 @@ class LongSpecTrainer(Trainer):
             labels=labels,
         )
         return (out.loss, out) if return_outputs else out.loss
+
+
+class _RestoreCollator(TrainerCallback):
+    """At train start (after a checkpoint's state is loaded) give the collator the batch and epoch
+    counts of the restored state, so a resumed run draws the same positions and noise shifts as an
+    uninterrupted one."""
+
+    def __init__(self, collator, grad_accum: int):
+        self.collator, self.grad_accum = collator, grad_accum
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.collator.restore(state.global_step * self.grad_accum, int(state.epoch or 0))
 
 
 def _unwrap(model):
