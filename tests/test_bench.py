@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hf_longspec.attention import hybrid_name_for
+
 from conftest import tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.exactness import metric_dir, token_exact_match
@@ -61,6 +63,7 @@ def test_methods_speedups_and_table():
 
     tokens = list(range(9))
     records = [
+        _record("vanilla_static", 512, 2.0, tokens, 9),
         _record("vanilla_eager", 512, 4.0, tokens, 9), _record("vanilla_sdpa", 512, 8.0, tokens, 9),
         _record("pld", 512, 4.0, tokens, 5), _record("longspec_chain", 512, 2.0, tokens, 3),
         _record("longspec_tree", 512, 1.0, tokens[:5] + [0, 0, 0, 0], 3),
@@ -68,6 +71,7 @@ def test_methods_speedups_and_table():
     rows = {row["method"]: row for row in summarize(records, methods, copy_bytes_per_s=4e9)}
     tree = rows["longspec_tree"]
     assert tree["speedup_vs_sdpa"] == pytest.approx(8.0) and tree["speedup_vs_eager"] == pytest.approx(4.0)
+    assert tree["speedup_vs_static"] == pytest.approx(2.0)
     assert tree["tokens_per_target_forward"] == pytest.approx(4.0) and tree["longspec_tau"] == pytest.approx(4.0)
     assert tree["achieved_bytes_per_s"] == pytest.approx(1e9) and tree["fraction_of_copy_bandwidth"] == pytest.approx(0.25)
     assert tree["exactness_vs_sdpa"]["first_divergence"] == [5]
@@ -114,28 +118,24 @@ def test_bench_cli_quick_on_the_embedded_target(embedded, tmp_path, monkeypatch,
     assert (tmp_path / "bench.md").read_text().rstrip().endswith(capsys.readouterr().out.rstrip().splitlines()[-1])
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "speedup.png").stat().st_size > 0
-    assert model.config._attn_implementation == attention_before
+    # binding the draft leaves the target on the hybrid implementation that keeps `attention_before`
+    # for every non-tree call
+    assert model.config._attn_implementation == hybrid_name_for(attention_before)
 
 
 def test_scale_study_quick(tmp_path, monkeypatch, capsys):
+    """The scale study's CPU smoke run: the round is LongSpecDecoder's, parts and whole are reported."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     spec = importlib.util.spec_from_file_location("scale_study", REPO / "benchmarks" / "scale_study.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    bench_json = tmp_path / "bench.json"
-    bench_json.write_text(json.dumps({
-        "rows": [{"method": "longspec_tree", "length": 256, "longspec_rounds": 4, "longspec_emitted_tokens": 10}],
-        "draft": {"source": "test", "trained": True}, "model": {"target": "embedded"}, "machine": {"device_name": "cpu"},
-    }))
-    args = ["--quick", "--contexts", "64", "160", "--repeats", "1", "--warmup", "0", "--tau-from", str(bench_json),
-            "--out", str(tmp_path / "scale")]
-    assert study.main(args) == 0
+    study.main(["--quick", "--contexts", "64", "160", "--vanilla-contexts", "160", "--repeats", "1",
+                "--out", str(tmp_path / "scale")])
     result = json.loads((tmp_path / "scale" / "scale_study.json").read_text())
-    assert result["tau"] == pytest.approx(2.5) and result["draft_memory_constant"] is True
-    assert [row["context"] for row in result["rows"]] == [64, 160]
+    assert [row["context"] for row in result["rows"]] == [64, 160] and result["tree"] == [4, 16, 16, 16, 16]
     for row in result["rows"]:
-        assert row["round_s"] > 0 and row["vanilla_eager_step_s"] > 0 and row["vanilla_sdpa_step_s"] > 0
-        assert row["committed_path_nodes"] == 6 and row["tree_nodes"] == 1 + 4 + 16 * 4
-        assert row["projected_speedup_vs_sdpa"] == pytest.approx(2.5 * row["vanilla_sdpa_step_s"] / row["round_s"])
-    assert result["rows"][1]["target_kv_cache_bytes"] == 2 * 2 * 2 * 160 * 32 * 4  # K+V, layers, kv heads, head dim, fp32
-    assert "PROJECTED speedup" in capsys.readouterr().out
+        assert row["round_ms"] > 0 and row["draft_ms"] > 0 and row["verify_forward_ms"] > 0
+        assert row["round_floor_ms"] > row["vanilla_floor_ms"] > 0
+    assert "vanilla_static_step_ms" not in result["rows"][0] and result["rows"][1]["vanilla_static_step_ms"] > 0
+    assert result["rows"][0]["draft_state_bytes"] == result["rows"][1]["draft_state_bytes"]  # constant in context
+    assert "| context | round (graph) |" in capsys.readouterr().out

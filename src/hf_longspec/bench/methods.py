@@ -3,7 +3,9 @@
 Every method is one `target.generate(...)` call on the same loaded model, greedy, with the same
 max_new_tokens; only the attention backend and the generate kwargs differ.
 
-- vanilla_eager / vanilla_sdpa: stock greedy decoding; the references for speed and exactness.
+- vanilla_static: stock greedy decoding with `cache_implementation="static"` (on CUDA transformers
+  compiles the decoding step into CUDA graphs): the fastest vanilla a user runs, the headline baseline.
+- vanilla_eager / vanilla_sdpa: stock greedy decoding with the default DynamicCache.
 - pld: transformers' prompt-lookup decoding (`prompt_lookup_num_tokens=`), attention sdpa.
 - longspec_chain / longspec_tree: LongSpec with a one-node-per-depth chain / the draft's default
   tree. Verification uses hybrid tree attention, whose prefill (non-tree) path is sdpa.
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-VANILLA_EAGER, VANILLA_SDPA = "vanilla_eager", "vanilla_sdpa"
-METHOD_NAMES = (VANILLA_EAGER, VANILLA_SDPA, "pld", "longspec_chain", "longspec_tree", "longspec_tree_eager")
+VANILLA_EAGER, VANILLA_SDPA, VANILLA_STATIC = "vanilla_eager", "vanilla_sdpa", "vanilla_static"
+METHOD_NAMES = (VANILLA_STATIC, VANILLA_EAGER, VANILLA_SDPA, "pld", "longspec_chain", "longspec_tree",
+                "longspec_tree_eager")
 LONGSPEC_METHODS = ("longspec_chain", "longspec_tree", "longspec_tree_eager")
 VANILLA_BY_BACKEND = {"eager": VANILLA_EAGER, "sdpa": VANILLA_SDPA}
 
@@ -32,7 +35,7 @@ class Method:
 
     @property
     def is_vanilla(self) -> bool:
-        return self.name in VANILLA_BY_BACKEND.values()
+        return self.name in (*VANILLA_BY_BACKEND.values(), VANILLA_STATIC)
 
     @property
     def same_backend_vanilla(self) -> str:
@@ -41,15 +44,17 @@ class Method:
 
 
 def build_methods(names, draft=None, pld_tokens: int = 10) -> list[Method]:
-    """Methods in `names` (order of METHOD_NAMES); both vanilla references are always included."""
+    """Methods in `names` (order of METHOD_NAMES); the three vanilla references are always included."""
     unknown = set(names) - set(METHOD_NAMES)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHOD_NAMES}")
-    wanted = set(names) | {VANILLA_EAGER, VANILLA_SDPA}
+    wanted = set(names) | {VANILLA_EAGER, VANILLA_SDPA, VANILLA_STATIC}
     if draft is None:
         wanted -= set(LONGSPEC_METHODS)
     tree = list(draft.config.tree_widths) if draft is not None else []
     catalogue = {
+        VANILLA_STATIC: Method(VANILLA_STATIC, "vanilla (static cache, sdpa)", "sdpa", "sdpa",
+                               {"cache_implementation": "static"}),
         VANILLA_EAGER: Method(VANILLA_EAGER, "vanilla (eager)", "eager", "eager"),
         VANILLA_SDPA: Method(VANILLA_SDPA, "vanilla (sdpa)", "sdpa", "sdpa"),
         "pld": Method("pld", f"prompt lookup, {pld_tokens} tok (sdpa)", "sdpa", "sdpa",

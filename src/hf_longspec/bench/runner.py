@@ -88,7 +88,8 @@ def _measured_run(model, draft, method: Method, workload: Workload, max_new_toke
         method=method.name, kind=workload.kind, prompt_index=workload.index, source=workload.source,
         length=workload.length, new_tokens=len(new), wall_s=wall,
         prefill_s=clock.prefill_seconds or wall, prefill_tokens=clock.first_tokens,
-        target_forwards=len(recorder.forwards),
+        # a captured round replays without calling the model: count LongSpec forwards from its stats
+        target_forwards=1 + draft.last_stats.rounds if method.uses_draft else len(recorder.forwards),
         decode_bytes=decoding_bytes(recorder.forwards, weight_bytes(model), kv_bytes_per_token(model)),
         memory=memory.result,
         longspec_stats=draft.last_stats.as_dict() if method.uses_draft else None,
