@@ -203,3 +203,77 @@ def test_draft_for_the_embedded_target(embedded):
     with torch.no_grad():
         out = draft(ids, keys, values, noise_shift=1, labels=ids)
     assert torch.isfinite(out.loss) and out.logits.shape == (1, 256, 49152)
+
+
+def _rms(x, weight, eps):
+    return weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _rope(x, position, theta):
+    """Rotary embedding from its definition (halves rotated), float64; x: (heads, d)."""
+    half = x.shape[-1] // 2
+    freqs = position / theta ** (torch.arange(half, dtype=torch.float64) * 2 / x.shape[-1])
+    cos, sin = torch.cos(freqs), torch.sin(freqs)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def _attention(q, keys, values):
+    """q: (Hq, d); keys/values: (n, Hkv, d); grouped heads; float64 softmax attention -> (Hq * d,)."""
+    group = q.shape[0] // keys.shape[1]
+    k = keys.repeat_interleave(group, dim=1).transpose(0, 1)  # (Hq, n, d)
+    v = values.repeat_interleave(group, dim=1).transpose(0, 1)
+    weights = torch.softmax((k @ q[:, :, None])[..., 0] / q.shape[-1] ** 0.5, dim=-1)  # (Hq, n)
+    return (weights[:, None, :] @ v)[:, 0].flatten()
+
+
+@torch.no_grad()
+def test_decode_steps_equal_a_float64_reference_written_from_the_math():
+    """Two drafted depths (root, then one child) against plain float64 math over the same weights:
+    sliding-window self-attention over exactly positions p-W+1..p (ring + tree ancestors), cross-
+    attention over exactly the target's committed cache of the bound layer, RMSNorms, MLP, LM head."""
+    window, prompt = 8, 30
+    target = tiny_llama(layers=2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=window)
+    for p in draft.parameters():
+        p.add_(torch.randn_like(p) * 0.05)
+    ids = torch.randint(0, 96, (1, prompt + 2), generator=torch.Generator().manual_seed(4))
+    cache, target_keys, target_values = _target_kv(target, ids[:, :prompt], draft.target_layer_index)
+    ring = draft.start(ids[:, :prompt])
+    heads, kv_heads, dim = draft.config.num_attention_heads, draft.config.num_key_value_heads, draft.config.head_dim
+    tree_kv = torch.zeros(2, 1, kv_heads, 2, dim)
+    context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, torch.tensor([prompt]))
+    mask = torch.tensor([[[True, False]], [[True, True]]])  # node 0 = root sees itself; node 1 sees 0 and itself
+    got = [draft.decode_step(context, token_ids=ids[:, prompt + n : prompt + n + 1],
+                             position_ids=torch.tensor([[prompt + n]]), slot=n, tree_mask=mask[n][None])[0][0, 0]
+           for n in range(2)]
+
+    w = {name: p.double() for name, p in draft.named_parameters()}
+    embed = target.get_input_embeddings().weight.double()
+    lm_head = target.get_output_embeddings().weight.double()
+    eps, theta = draft.config.rms_norm_eps, draft.config.rope_parameters["rope_theta"]
+
+    def self_kv(token, position):
+        x = _rms(embed[token], w["input_layernorm.weight"], eps)
+        k = _rope((w["self_attn.k_proj.weight"] @ x).view(kv_heads, dim), position, theta)
+        return k, (w["self_attn.v_proj.weight"] @ x).view(kv_heads, dim)
+
+    for n in range(2):
+        position, token = prompt + n, int(ids[0, prompt + n])
+        visible = range(max(0, position - window + 1), position + 1)  # the sliding window, itself included
+        kv = [self_kv(int(ids[0, p]), p) for p in visible]
+        keys, values = torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
+        h = embed[token]
+        x = _rms(h, w["input_layernorm.weight"], eps)
+        q = _rope((w["self_attn.q_proj.weight"] @ x).view(heads, dim), position, theta)
+        h = h + w["self_attn.o_proj.weight"] @ _attention(q, keys, values)
+        x = _rms(h, w["cross_attn_layernorm.weight"], eps)
+        q = _rope((w["cross_attn.q_proj.weight"] @ x).view(heads, dim), position, theta)
+        committed_k = target_keys[0].double().transpose(0, 1)  # (prompt, Hkv, d): post-RoPE, as cached
+        committed_v = target_values[0].double().transpose(0, 1)
+        h = h + w["cross_attn.o_proj.weight"] @ _attention(q, committed_k, committed_v)
+        x = _rms(h, w["post_attention_layernorm.weight"], eps)
+        gate, up = w["mlp.gate_proj.weight"] @ x, w["mlp.up_proj.weight"] @ x
+        h = h + w["mlp.down_proj.weight"] @ (torch.nn.functional.silu(gate) * up)
+        reference = lm_head @ _rms(h, w["norm.weight"], eps)
+        assert (got[n].double() - reference).norm() / reference.norm() < 1e-5, f"depth {n}"
