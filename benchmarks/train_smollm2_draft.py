@@ -57,6 +57,13 @@ def parse_args():
     parser.add_argument("--max-tokens", type=int, default=40_000_000)
     parser.add_argument("--eval-lengths", default="2048,4096,8000")
     parser.add_argument("--eval-new-tokens", type=int, default=64)
+    parser.add_argument("--corpus-mix", default=None,
+                        help="training text mix (hf_longspec.corpus.MIX_PRESETS or code=0.4,docs=0.3,...; default wide)")
+    parser.add_argument("--kinds", default=None,
+                        help="the original loader instead of a mix, e.g. code,prose (the shipped draft's data)")
+    parser.add_argument("--chat-data", nargs="*", default=[], help="jsonl files of benchmarks/make_chat_data.py")
+    parser.add_argument("--eval-kinds", default="code,prose",
+                        help="held-out prompt kinds for tau, e.g. code,prose,docs,man,changelog,multilingual")
     parser.add_argument("--skip-ablation", action="store_true")
     parser.add_argument("--quick", action="store_true", help="tiny CPU smoke run of the whole script")
     return parser.parse_args()
@@ -74,19 +81,23 @@ def main():
     target, tokenizer = load_embedded_target()
     device = target.device
     base = dict(seq_len=args.seq_len, batch_size=args.batch_size, learning_rate=args.lr, max_tokens=args.max_tokens,
-                logging_steps=10, save_steps=10**9, warmup_steps=20)
+                logging_steps=10, save_steps=10**9, warmup_steps=20, corpus_mix=args.corpus_mix,
+                kinds=args.kinds.split(",") if args.kinds else None, chat_data=list(args.chat_data))
     dataset = build_dataset(tokenizer, TrainRecipe(output_dir=str(work / "tmp"), **base))
     print(f"dataset: {len(dataset)} chunks of {args.seq_len} tokens ({time.perf_counter() - started:.0f} s)", flush=True)
     lengths = tuple(int(x) for x in args.eval_lengths.split(","))
-    prompts = held_out_prompts(tokenizer, lengths=lengths, device=device)
+    prompts = held_out_prompts(tokenizer, lengths=lengths, kinds=tuple(args.eval_kinds.split(",")), device=device)
     report = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "command": "PYTHONPATH=src python benchmarks/train_smollm2_draft.py " + " ".join(
-            f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
-            for k, v in vars(args).items() if k not in ("out", "work", "quick") and v is not False),
+            f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else " " + " ".join(map(str, v))
+                                          if isinstance(v, list) else f" {v}")
+            for k, v in vars(args).items()
+            if k not in ("out", "work", "quick") and v is not False and v is not None and v != []),
         "dataset_chunks": len(dataset),
+        "dataset_mix": dataset.mix_report,
         "eval_prompts": [{"kind": k, "length": n} for k, n, _ in prompts],
     }
 

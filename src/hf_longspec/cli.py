@@ -1,4 +1,4 @@
-"""`hf-longspec` command line: run (the main job), train, bench, publish."""
+"""`hf-longspec` command line: run (the main job), train, corpus (training data report), bench, publish."""
 
 from __future__ import annotations
 
@@ -126,6 +126,10 @@ def cmd_train(args) -> int:
         resume=args.resume,
         overwrite_output=args.overwrite_output,
         draft_overrides={"sliding_window": args.sliding_window},
+        kinds=args.kinds,
+        corpus_mix=args.corpus_mix,
+        chat_data=list(args.chat_data),
+        corpus_max_epochs=args.corpus_max_epochs,
     )
     recipe.check()  # every setting and the output folder, before the target is loaded
     _check_positive(sliding_window=args.sliding_window)
@@ -133,6 +137,34 @@ def cmd_train(args) -> int:
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")
     return 0
+
+
+def cmd_corpus(args) -> int:
+    import json
+
+    from .corpus import SOURCES, corpus_report, format_report
+
+    tokenizer = _load_tokenizer(args.target, args.gguf_file) if args.tokens else None
+    report = corpus_report(tokenizer, mix=args.corpus_mix, sources=tuple(args.sources or SOURCES),
+                           max_files=args.max_files, max_tokens=args.max_tokens, max_epochs=args.corpus_max_epochs)
+    print(format_report(report))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=2)
+    return 0
+
+
+def _load_tokenizer(spec: str, gguf_file: str | None):
+    """The tokenizer alone of a target spec (see _load_target)."""
+    from transformers import AutoTokenizer
+
+    from .embedded import embedded_gguf_path
+
+    if spec == "embedded":
+        path = embedded_gguf_path()
+        spec, gguf_file = str(path.parent), path.name
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    return AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
 
 
 def cmd_bench(args) -> int:
@@ -150,13 +182,15 @@ def cmd_publish(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .corpus import DEFAULT_MIX, KINDS, MIX_PRESETS, MIX_SOURCES
+
     parser = argparse.ArgumentParser(prog="hf-longspec", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="main job: a long prompt through vanilla and LongSpec generate")
     run.add_argument("--prompt-tokens", type=int, default=4000)
     run.add_argument("--max-new-tokens", type=int, default=128)
-    run.add_argument("--kind", choices=["code", "prose"], default="code")
+    run.add_argument("--kind", choices=KINDS, default="code")
     run.add_argument("--draft", default="embedded", help="'embedded', 'untrained', or a draft folder")
     run.add_argument("--device", default=None)
     run.add_argument("--seed", type=int, default=0)
@@ -185,7 +219,28 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--overwrite-output", action="store_true",
                        help="replace the checkpoints and final/ of an earlier run in --output")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--corpus-mix", default=None,
+                       help=f"training text: a preset ({', '.join(MIX_PRESETS)}; default {DEFAULT_MIX}) or "
+                            f"source=weight pairs, e.g. code=0.4,docs=0.3,man=0.3; sources: {', '.join(MIX_SOURCES)}")
+    train.add_argument("--kinds", nargs="+", choices=KINDS, default=None,
+                       help="the original loader instead of a mix: whole kinds in their natural proportions")
+    train.add_argument("--chat-data", nargs="*", default=[], help="jsonl files of benchmarks/make_chat_data.py")
+    train.add_argument("--corpus-max-epochs", type=float, default=1.0,
+                       help="passes allowed over a source smaller than its share (the rest goes to the others)")
     train.set_defaults(func=cmd_train)
+
+    corpus = commands.add_parser("corpus", help="per-source files, characters (and tokens) of the local corpus")
+    corpus.add_argument("--corpus-mix", default=None, help="mix whose weights the table shows (default: wide)")
+    corpus.add_argument("--sources", nargs="+", choices=KINDS, default=None)
+    corpus.add_argument("--tokens", action="store_true", help="also count tokens with the target's tokenizer")
+    corpus.add_argument("--target", default="embedded", help="tokenizer for --tokens: 'embedded' or a local folder")
+    corpus.add_argument("--gguf-file", default=None)
+    corpus.add_argument("--max-files", type=int, default=None, help="per source and split (a quick look)")
+    corpus.add_argument("--max-tokens", type=int, default=60_000_000,
+                        help="with --tokens: the training budget to plan per-source train tokens for")
+    corpus.add_argument("--corpus-max-epochs", type=float, default=1.0)
+    corpus.add_argument("--json", default=None, help="also write the report as JSON here")
+    corpus.set_defaults(func=cmd_corpus)
 
     from .bench.harness import add_arguments as add_bench_arguments
     from .publishing.publish import add_arguments as add_publish_arguments

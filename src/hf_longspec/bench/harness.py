@@ -24,6 +24,7 @@ from .probes import copy_bandwidth
 from .runner import BenchSettings, run_methods
 from .summary import markdown_table, summarize
 from .traffic import kv_bytes_per_token, weight_bytes
+from ..corpus import KINDS
 from .workloads import WORKLOAD_KINDS, build_workloads
 
 SCHEMA = "hf-longspec-bench/1"
@@ -41,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=None,
                         help=f"prompt lengths in tokens (default {list(DEFAULT_LENGTHS)}; "
                              "cut to the target's max positions minus --max-new-tokens)")
-    parser.add_argument("--kinds", nargs="+", choices=WORKLOAD_KINDS, default=None,
-                        help="code = repository-level completion, prose = long-document continuation (default both)")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=None,
+                        help="code = repository-level completion, prose = long-document continuation (default both); "
+                             "docs, man, changelog, multilingual, licenses, pylib: continuation per corpus source")
     parser.add_argument("--prompts-per-length", type=int, default=None, help="prompts per length and kind (default 1)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per generate call (default 128)")
     parser.add_argument("--warmup-new-tokens", type=int, default=None, help="new tokens of each warm-up call")

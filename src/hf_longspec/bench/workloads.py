@@ -4,6 +4,8 @@
   (eval split) concatenated; the cut lands inside a file, so the model continues that file.
 - prose: long-document continuation over package descriptions (dist-info METADATA) and
   license texts.
+- any other corpus kind (docs, man, changelog, multilingual, licenses, pylib): long-document
+  continuation over that source's eval split, so tau can be compared per kind.
 
 A prompt of length L is the first L tokens of the same document stream at every length, so
 the lengths of one prompt index differ only in how much context precedes the cut.
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..corpus import long_prompt_ids
+from ..corpus import KINDS, long_prompt_ids
 
 # Large, commonly installed packages first; those with too little eval-split source are skipped.
 CODE_PACKAGES = (
     "transformers", "torch", "numpy", "pandas", "scipy", "sympy", "networkx", "pip",
     "setuptools", "accelerate", "triton", "huggingface_hub", "datasets", "matplotlib",
 )
-WORKLOAD_KINDS = ("code", "prose")
+WORKLOAD_KINDS = ("code", "prose")  # the default set; any corpus kind (corpus.KINDS) can be asked for
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,10 @@ def build_workloads(tokenizer, lengths, kinds=WORKLOAD_KINDS, prompts_per_length
             for index in range(prompts_per_length):
                 if kind == "code":
                     source, ids = _code_prompt(tokenizer, length, index, seed)
-                elif kind == "prose":
-                    source = "metadata+licenses"
-                    ids = long_prompt_ids(tokenizer, length, kind="prose", split="eval", seed=seed + index)
+                elif kind in KINDS:  # prose = metadata + licenses; docs, man, changelog, multilingual, ...
+                    source = "metadata+licenses" if kind == "prose" else kind
+                    ids = long_prompt_ids(tokenizer, length, kind=kind, split="eval", seed=seed + index)
                 else:
-                    raise ValueError(f"unknown workload kind {kind!r}; choose from {WORKLOAD_KINDS}")
+                    raise ValueError(f"unknown workload kind {kind!r}; choose from {KINDS}")
                 workloads.append(Workload(kind, index, length, source, tuple(ids)))
     return workloads

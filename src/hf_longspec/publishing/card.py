@@ -10,6 +10,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from ..configuration_longspec import LongSpecDraftConfig
+from ..corpus import SOURCE_DESCRIPTIONS, parse_mix
 from .draft_files import CARD_FILE, RECIPE_FILE, TRAINING_LOG_FILE, draft_tensor_infos, read_json
 from .measurements import BenchmarkResults, BenchmarkRun, load_benchmark
 from .package_files import card_template_path
@@ -20,8 +21,9 @@ CARD_TAGS = ("longspec", "speculative-decoding", "draft-model", "tree-speculatio
 CUSTOM_GENERATE_TAG = "custom_generate"  # how the Hub lists repos that carry a custom_generate/generate.py
 NOT_MEASURED = "not measured"
 REPO_ID_PLACEHOLDER = "<owner>/<draft-repo>"
-# What `hf_longspec.corpus` reads for each text kind of a TrainRecipe.
+# What `hf_longspec.corpus` reads for each text kind / source of a TrainRecipe.
 TEXT_KIND_DESCRIPTIONS = {
+    **SOURCE_DESCRIPTIONS,
     "code": "Python source files of the packages installed on the training machine",
     "prose": "package descriptions (dist-info METADATA) and license texts of that machine",
 }
@@ -112,6 +114,13 @@ def _training_data(recipe: dict | None) -> str:
         return "not recorded."
     kinds = recipe.get("kinds") or []
     described = "; ".join(f"{kind}: {TEXT_KIND_DESCRIPTIONS.get(kind, kind)}" for kind in kinds) or "not recorded"
+    if recipe.get("corpus_mix"):
+        try:
+            weights = parse_mix(recipe["corpus_mix"])
+        except ValueError:
+            weights = {}
+        described = "; ".join(f"{name} {weight:.0%}: {TEXT_KIND_DESCRIPTIONS.get(name, name)}"
+                              for name, weight in weights.items() if weight > 0) or "not recorded"
     limit = recipe.get("max_tokens")
     budget = f", at most {limit:,} tokens" if isinstance(limit, int) else ""
     chunks = f" in {recipe['seq_len']}-token chunks" if recipe.get("seq_len") else ""

@@ -1,49 +1,121 @@
-"""Training data: fixed-length token chunks of real local text (corpus.py), tokenized once."""
+"""Training data: fixed-length token chunks of real local text (corpus.py), tokenized once.
+
+Two ways to choose the text:
+- `kinds` (the original behaviour): every file of those kinds, shuffled together, so each kind
+  contributes in proportion to its size on the machine;
+- `mix` (a preset name, 'code=0.4,docs=0.3,...' or a dict; see `corpus.parse_mix`): each source
+  gets its weight's share of `max_tokens`. A source that runs out (after `max_epochs` passes) gives
+  the rest of its share to the others in proportion to their weights; what was actually used is
+  in `mix_report` (per source: weight, tokens, share, documents read, epochs over the source when
+  it was read to the end, short = it ran out before its share). Chat data (training/chat_data.py
+  jsonl files) is the source "chat".
+Chunks never mix sources (each source is its own token stream), so `chunk_sources` names the
+source of every chunk.
+"""
 
 from __future__ import annotations
 
 import random
+import zlib
 
 import torch
 from torch.utils.data import Dataset
 
-from ..corpus import read_text, text_files
+from ..corpus import SOURCES, documents, parse_mix, plan_mix, read_document
 from ..errors import TrainingRecipeError
+
+_BATCH_FILES = 64
 
 
 class LocalTextChunks(Dataset):
-    """`seq_len`-token chunks cut from local code and prose files of one split."""
+    """`seq_len`-token chunks cut from local text of one split."""
 
     def __init__(self, tokenizer, seq_len: int, max_tokens: int, kinds=("code", "prose"), split: str = "train",
-                 seed: int = 0, packages: tuple[str, ...] | None = None):
-        files = [path for kind in kinds for path in text_files(kind, split, packages)]
-        if not files:
+                 seed: int = 0, packages: tuple[str, ...] | None = None, mix=None, chat_data=(),
+                 max_epochs: float = 1.0, roots=None):
+        self.seq_len = seq_len
+        if mix is None:
+            self._from_kinds(tokenizer, max_tokens, tuple(kinds), split, seed, packages, roots)
+        else:
+            self._from_mix(tokenizer, max_tokens, parse_mix(mix), split, seed, packages, tuple(chat_data),
+                           max_epochs, roots)
+
+    # the original loader: natural proportions
+    def _from_kinds(self, tokenizer, max_tokens, kinds, split, seed, packages, roots):
+        docs = [d for kind in kinds for d in documents(kind, split, packages, roots)]
+        if not docs:
             raise FileNotFoundError(f"no local text files for kinds={kinds}, split={split}")
-        random.Random(seed).shuffle(files)
+        random.Random(seed).shuffle(docs)
         eos = tokenizer.eos_token_id
         stream: list[int] = []
         batch: list[str] = []
-        for path in files:
-            batch.append(read_text(path))
-            if len(batch) == 64:
+        for document in docs:
+            text = read_document(document)  # the legacy kinds read files as plain UTF-8, as before
+            if text:
+                batch.append(text)
+            if len(batch) == _BATCH_FILES:
                 stream += _encode_all(tokenizer, batch, eos)
                 batch = []
                 if len(stream) >= max_tokens:
                     break
         if batch and len(stream) < max_tokens:
             stream += _encode_all(tokenizer, batch, eos)
-        usable = min(len(stream), max_tokens) // seq_len * seq_len
-        if usable == 0 and len(stream) >= seq_len:
+        usable = min(len(stream), max_tokens) // self.seq_len * self.seq_len
+        if usable == 0 and len(stream) >= self.seq_len:
             raise TrainingRecipeError(
-                f"max_tokens={max_tokens} is less than seq_len={seq_len}: not one {seq_len}-token chunk fits in the "
-                "token budget. Allowed: max_tokens >= seq_len."
+                f"max_tokens={max_tokens} is less than seq_len={self.seq_len}: not one {self.seq_len}-token chunk fits "
+                "in the token budget. Allowed: max_tokens >= seq_len."
             )
         if usable == 0:
             raise TrainingRecipeError(
                 f"only {len(stream)} tokens of local {'/'.join(kinds)} text ({split} split) were found; need at least "
-                f"seq_len={seq_len}. Allowed: a smaller seq_len, or more local text of these kinds."
+                f"seq_len={self.seq_len}. Allowed: a smaller seq_len, or more local text of these kinds."
             )
-        self.chunks = torch.tensor(stream[:usable], dtype=torch.long).view(-1, seq_len)
+        self.chunks = torch.tensor(stream[:usable], dtype=torch.long).view(-1, self.seq_len)
+        self.source_names = ("+".join(kinds),)
+        self.chunk_sources = torch.zeros(len(self.chunks), dtype=torch.long)
+        self.mix_report = None
+
+    # weighted sources
+    def _from_mix(self, tokenizer, max_tokens, weights, split, seed, packages, chat_data, max_epochs, roots):
+        weights = {name: w for name, w in weights.items() if w > 0}
+        eos = tokenizer.eos_token_id
+        streams = {}
+        for name in weights:
+            items = _chat_items(chat_data, split, len(tokenizer)) if name == "chat" else list(
+                documents(name, split, packages, roots))
+            random.Random(seed * 1_000_003 + zlib.crc32(name.encode())).shuffle(items)
+            streams[name] = _SourceStream(name, items, tokenizer, eos)
+        # fill every source to its planned share; when a source runs out, plan again knowing its size
+        for _ in range(len(streams) + 1):
+            known = {name: float(s.tokens) for name, s in streams.items() if s.exhausted}
+            targets = plan_mix(weights, known, max_tokens, max_epochs)
+            for name, stream in streams.items():
+                stream.fill(targets[name])
+            if all(name in known for name, s in streams.items() if s.exhausted):
+                break
+        chunks, sources, report = [], [], {}
+        for index, (name, stream) in enumerate(streams.items()):
+            ids = stream.take(min(targets[name], stream.tokens * max_epochs), self.seq_len)
+            count = len(ids) // self.seq_len
+            if count:
+                chunks.append(ids.view(count, self.seq_len))
+                sources.append(torch.full((count,), index, dtype=torch.long))
+            report[name] = {"weight": weights[name], "tokens": count * self.seq_len, "documents": stream.used,
+                            "short": stream.exhausted and stream.tokens * max_epochs < weights[name] * max_tokens,
+                            # passes over the whole source; None when it was not read to the end
+                            "epochs": count * self.seq_len / stream.tokens if stream.exhausted and stream.tokens
+                            else None}
+        total = sum(row["tokens"] for row in report.values())
+        if total == 0:
+            raise TrainingRecipeError(f"no local text for the corpus mix {weights} (split={split}); "
+                                      f"need at least seq_len={self.seq_len} tokens")
+        for row in report.values():
+            row["share"] = row["tokens"] / total
+        self.chunks = torch.cat(chunks)
+        self.chunk_sources = torch.cat(sources)
+        self.source_names = tuple(streams)
+        self.mix_report = report
 
     def __len__(self) -> int:
         return self.chunks.shape[0]
@@ -51,9 +123,69 @@ class LocalTextChunks(Dataset):
     def __getitem__(self, index: int) -> dict:
         return {"input_ids": self.chunks[index], "index": index}
 
+    def source_shares(self) -> dict[str, float]:
+        """Fraction of chunks from each source."""
+        counts = torch.bincount(self.chunk_sources, minlength=len(self.source_names))
+        return {name: int(c) / max(len(self), 1) for name, c in zip(self.source_names, counts)}
+
+
+class _SourceStream:
+    """One source's documents, tokenized lazily in batches until a token target is reached."""
+
+    def __init__(self, name, items, tokenizer, eos):
+        self.name, self.items, self.tokenizer, self.eos = name, items, tokenizer, eos
+        self.position, self.used, self.tokens = 0, 0, 0
+        self.pieces: list[torch.Tensor] = []
+
+    @property
+    def exhausted(self) -> bool:
+        return self.position >= len(self.items)
+
+    def fill(self, target: float) -> None:
+        while self.tokens < target and not self.exhausted:
+            batch = self.items[self.position:self.position + _BATCH_FILES]
+            self.position += len(batch)
+            texts, ready = [], []
+            for item in batch:
+                if isinstance(item, list):  # pre-tokenized (chat records)
+                    ready.append(item + ([self.eos] if self.eos is not None else []))
+                else:
+                    text = read_document(item)
+                    if text:
+                        texts.append(text)
+            ids = (_encode_all(self.tokenizer, texts, self.eos) if texts else []) + [t for r in ready for t in r]
+            self.used += len(texts) + len(ready)
+            if ids:
+                self.pieces.append(torch.tensor(ids, dtype=torch.long))
+                self.tokens += len(ids)
+
+    def take(self, budget: float, seq_len: int) -> torch.Tensor:
+        """The first `budget` tokens (whole chunks), repeating the stream if the budget is larger."""
+        if not self.pieces:
+            return torch.zeros(0, dtype=torch.long)
+        stream = torch.cat(self.pieces)
+        wanted = int(budget) // seq_len * seq_len
+        if wanted > len(stream):
+            stream = stream.repeat(-(-wanted // len(stream)))
+        return stream[:wanted]
+
+
+def _chat_items(paths, split: str, vocab_size: int) -> list[list[int]]:
+    from .chat_data import read_chat_jsonl
+
+    items = [record["input_ids"] for record in read_chat_jsonl(paths, split=None if split == "all" else split)]
+    for ids in items:
+        if ids and max(ids) >= vocab_size:
+            raise ValueError(f"chat data has token id {max(ids)} >= vocabulary size {vocab_size}: "
+                             "it was made with another tokenizer")
+    return items
+
 
 def _encode_all(tokenizer, texts: list[str], eos: int | None) -> list[int]:
     ids: list[int] = []
     for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]:
         ids += encoded + ([eos] if eos is not None else [])
     return ids
+
+
+__all__ = ["LocalTextChunks", "SOURCES"]

@@ -11,11 +11,15 @@ from pathlib import Path
 import torch
 from transformers import TrainingArguments
 
+from ..corpus import DEFAULT_MIX
 from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
 from .trainer import LongSpecTrainer
+
+
+TRAINING_DATA_FILE = "training_data.json"
 
 
 @dataclass
@@ -34,13 +38,23 @@ class TrainRecipe:
     anchor_offset: bool = True
     noisy: bool = True
     distill: str = "argmax"
-    kinds: list[str] = field(default_factory=lambda: ["code", "prose"])
+    # Text: `corpus_mix` (a preset of corpus.MIX_PRESETS, "code=0.4,docs=0.3,..." or a dict of
+    # source weights), or `kinds` (the original loader: whole kinds in their natural proportions).
+    # Neither given: the default mix corpus.DEFAULT_MIX ("wide").
+    kinds: list[str] | None = None
+    corpus_mix: str | dict | None = None
+    chat_data: list[str] = field(default_factory=list)  # jsonl files of training/chat_data.py (source "chat")
+    corpus_max_epochs: float = 1.0  # passes over a source that is smaller than its share
     seed: int = 0
     save_steps: int = 500
     logging_steps: int = 10
     resume: bool = False
     overwrite_output: bool = False  # replace the checkpoints and final/ a previous run left in output_dir
     draft_overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kinds is None and self.corpus_mix is None:
+            self.corpus_mix = DEFAULT_MIX
 
     def check(self) -> None:
         """Refuse settings that cannot give a sensible run, naming the value and what is allowed.
@@ -71,8 +85,9 @@ class TrainRecipe:
             raise TrainingRecipeError(f"distill={self.distill!r}; allowed: {DISTILL_MODES}.")
         from ..corpus import KINDS
 
-        if not self.kinds or any(kind not in KINDS for kind in self.kinds):
-            raise TrainingRecipeError(f"kinds={self.kinds!r}; allowed: a non-empty list drawn from {KINDS}.")
+        if self.kinds is not None and (not self.kinds or any(kind not in KINDS for kind in self.kinds)):
+            raise TrainingRecipeError(f"kinds={self.kinds!r}; allowed: None (the corpus mix) or a non-empty list "
+                                      f"drawn from {KINDS}.")
         if self.resume and self.overwrite_output:
             raise TrainingRecipeError(
                 "resume and overwrite_output contradict each other: --resume continues the checkpoints in "
@@ -119,7 +134,11 @@ def _clear_previous_run(output_dir: str) -> None:
 
 def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
     """Token chunks of local text for a recipe (tokenized once; reusable across runs)."""
-    return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds), seed=recipe.seed)
+    if recipe.corpus_mix is None:
+        return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds),
+                               seed=recipe.seed)
+    return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, seed=recipe.seed, mix=recipe.corpus_mix,
+                           chat_data=tuple(recipe.chat_data), max_epochs=recipe.corpus_max_epochs)
 
 
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
@@ -183,5 +202,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         (final_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: keep the folder Hub-ready
         (final_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
         (final_dir / "training_log.json").write_text(json.dumps(trainer.state.log_history, indent=2))
+        if getattr(dataset, "mix_report", None):  # what each corpus source actually contributed
+            (final_dir / TRAINING_DATA_FILE).write_text(json.dumps(dataset.mix_report, indent=2))
     return draft
 

@@ -1,0 +1,86 @@
+"""Chat training data answered by the target itself (self-distillation), as a jsonl file.
+
+    PYTHONPATH=src python benchmarks/make_chat_data.py --out $OUT/chat_train.jsonl \
+        --num-prompts 2000 --document-tokens 2048 --max-new-tokens 256
+    hf-longspec train --output runs/chat --corpus-mix chat --chat-data $OUT/chat_train.jsonl
+
+Builds instruction prompts ("Summarize the following file:", "What does this code do?", ...) over
+long local documents of one corpus split, renders them with the target's chat template, lets the
+target answer greedily, and writes one record per prompt (token ids prompt + answer, the source,
+task and file keys; see hf_longspec.training.chat_data). `--split eval` makes held-out chat prompts
+from eval files only. Meant for the GPU; on the CPU use the embedded target with small numbers:
+
+    PYTHONPATH=src python benchmarks/make_chat_data.py --out /tmp/chat.jsonl --num-prompts 2 \
+        --document-tokens 256 --max-new-tokens 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from hf_longspec.cli import _load_target
+from hf_longspec.training.chat_data import (
+    DEFAULT_CHAT_SOURCES, build_chat_prompts, chat_records, generate_chat_answers, write_chat_jsonl,
+)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="the jsonl file to write")
+    parser.add_argument("--target", default="embedded", help="'embedded' or a local model folder")
+    parser.add_argument("--gguf-file", default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--split", choices=["train", "eval"], default="train")
+    parser.add_argument("--num-prompts", type=int, default=64)
+    parser.add_argument("--document-tokens", type=int, default=2048, help="tokens of local text per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length limit")
+    parser.add_argument("--sources", nargs="+", default=list(DEFAULT_CHAT_SOURCES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--draft", default="none",
+                        help="'none' (plain greedy generate) or 'embedded' / a draft folder: LongSpec decoding, "
+                             "lossless, so the same answers, faster")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
+    extra = {}
+    if args.draft != "none":
+        from hf_longspec import LongSpecDraftModel
+        from hf_longspec.embedded import load_embedded_draft
+
+        if args.draft == "embedded":
+            extra["assistant_model"] = load_embedded_draft(target)
+        else:
+            reference = target.get_input_embeddings().weight
+            draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype)
+            extra["assistant_model"] = draft.to(reference.device).eval().bind(target)
+    prompts = build_chat_prompts(tokenizer, args.num_prompts, args.document_tokens, tuple(args.sources),
+                                 split=args.split, seed=args.seed)
+    print(f"{len(prompts)} prompts ({time.perf_counter() - started:.0f} s)", flush=True)
+    sequences = []
+    for start in range(0, len(prompts), 16):
+        sequences += generate_chat_answers(target, tokenizer, prompts[start:start + 16], args.max_new_tokens, **extra)
+        print(f"answered {len(sequences)}/{len(prompts)} ({time.perf_counter() - started:.0f} s)", flush=True)
+    records = chat_records(prompts, sequences, tokenizer)
+    path = write_chat_jsonl(args.out, records)
+    answers = [r["answer_tokens"] for r in records]
+    summary = {
+        "out": str(path), "records": len(records), "split": args.split, "target": args.target,
+        "prompt_tokens_mean": sum(r["prompt_tokens"] for r in records) / max(len(records), 1),
+        "answer_tokens_mean": sum(answers) / max(len(answers), 1),
+        "by_source": {s: sum(r["origin"] == s for r in records) for s in sorted({r["origin"] for r in records})},
+        "seconds": time.perf_counter() - started,
+    }
+    Path(str(path) + ".summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

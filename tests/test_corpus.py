@@ -1,0 +1,282 @@
+"""The training corpus: sources, the train / eval split by file, mixing weights, chat data."""
+
+import gzip
+import random
+import struct
+
+import pytest
+import torch
+
+from conftest import tiny_llama
+from hf_longspec.corpus import (
+    KINDS, MIX_PRESETS, SOURCES, CorpusRoots, clear_caches, corpus_report, documents, format_report, long_prompt_ids,
+    mo_strings, parse_mix, plan_mix, po_strings, read_document, roff_to_text, split_of,
+)
+from hf_longspec.training.chat_data import (
+    build_chat_prompts, chat_records, generate_chat_answers, read_chat_jsonl, write_chat_jsonl,
+)
+from hf_longspec.training.data import LocalTextChunks
+
+WORDS = ("the quick brown fox jumps over lazy dogs while seven wizards quietly judge boxing matches "
+         "in a small town near the river where every file tells a story about code and people").split()
+
+
+class ByteTokenizer:
+    """Bytes as tokens (vocab 257)."""
+
+    eos_token_id = 256
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [list(t.encode("utf-8")) for t in texts]}
+
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode("utf-8"))
+
+    def __len__(self):
+        return 257
+
+
+def prose(rng, words=120):
+    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + ".\n"
+
+
+def mo_file(pairs):
+    """A little-endian gettext .mo with a UTF-8 header and the given (msgid, msgstr) pairs."""
+    entries = [(b"", b"Content-Type: text/plain; charset=UTF-8\n")] + [
+        (a.encode(), b.encode()) for a, b in pairs]
+    count = len(entries)
+    originals, translations = 28, 28 + 8 * count
+    data_start = 28 + 16 * count
+    blob, otable, ttable = b"", b"", b""
+    for msgid, _ in entries:
+        otable += struct.pack("<2I", len(msgid), data_start + len(blob))
+        blob += msgid + b"\0"
+    for _, msgstr in entries:
+        ttable += struct.pack("<2I", len(msgstr), data_start + len(blob))
+        blob += msgstr + b"\0"
+    return struct.pack("<7I", 0x950412DE, 0, count, originals, translations, 0, 0) + otable + ttable + blob
+
+
+ROFF = r""".\" a comment
+.TH TOOL 1 "2026" "tool 1.0"
+.SH NAME
+tool \- does \fBthings\fR with files
+.SH DESCRIPTION
+.B tool
+reads \fIfiles\fP and writes \(lqreports\(rq.
+.TP
+.BR \-v ", " \-\-verbose
+Say more.
+"""
+
+
+def fake_machine(root, files_per_source=30, seed=0):
+    """A small machine tree with every kind of file the sources read; returns its CorpusRoots."""
+    rng = random.Random(seed)
+    site, share, stdlib = root / "site-packages", root / "share", root / "stdlib"
+
+    def write(path, text, gz=False):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if gz:
+            path.write_bytes(gzip.compress(text.encode()))
+        else:
+            path.write_text(text)
+
+    for i in range(3 * files_per_source):  # code is the biggest source, as on real machines
+        write(site / "pkg_a" / f"mod{i}.py", f'"""Module {i}."""\n\n' + "".join(
+            f"def f{j}(x):\n    return x * {j} + {i}  # {prose(rng, 6).strip()}\n\n" for j in range(12)))
+    for i in range(files_per_source):
+        write(stdlib / f"lib{i}.py", "import os\n\n" + "".join(f"VALUE_{j} = {j * i}\n" for j in range(60)))
+        write(site / "pkg_a" / "docs" / f"guide{i}.md", f"# Guide {i}\n\n" + prose(rng))
+        write(share / "doc" / f"tool{i}" / "changelog.Debian.gz",
+              f"tool ({i}.0) stable; urgency=low\n\n  * " + prose(rng), gz=True)
+        write(share / "doc" / f"tool{i}" / "README", prose(rng))
+        write(share / "doc" / f"tool{i}" / "copyright", "Copyright 2026 Someone.\n\n" + prose(rng))
+        write(share / "man" / "man1" / f"tool{i}.1.gz", ROFF + prose(rng), gz=True)
+        write(share / "man" / "de" / "man1" / f"tool{i}.1.gz",
+              ROFF.replace("Say more.", "Mehr sagen.") + "Dies ist eine deutsche Seite über Dateien. " * 12, gz=True)
+        (share / "locale" / "fr" / "LC_MESSAGES").mkdir(parents=True, exist_ok=True)
+        (share / "locale" / "fr" / "LC_MESSAGES" / f"tool{i}.mo").write_bytes(
+            mo_file([(f"Cannot open file {j}", f"Impossible d'ouvrir le fichier numéro {j}") for j in range(20)]))
+    write(site / "pkg_a-1.0.dist-info" / "METADATA", "Metadata-Version: 2.1\nName: pkg-a\n\n" + prose(rng))
+    write(site / "pkg_a-1.0.dist-info" / "licenses" / "LICENSE", "MIT License\n\n" + prose(rng))
+    write(site / "pkg_a" / "CHANGELOG.md", "# Changes\n\n" + prose(rng))
+    write(site / "pkg_a" / "data" / "numbers.txt", "1 2 3 4 5 6 7 8 9\n" * 100)  # data, not docs
+    write(share / "common-licenses" / "GPL-3", "GNU GENERAL PUBLIC LICENSE\n\n" + prose(rng, 400))
+    for copy in ("dup-a", "dup-b"):  # one text under two paths: read once
+        write(share / "doc" / copy / "README", "The same readme text in two packages. " * 20)
+    write(share / "man" / "man1" / "alias.1.gz", ".so man1/tool0.1\n" + " " * 400, gz=True)  # an alias page
+    return CorpusRoots(site_packages=(site,), stdlib=stdlib, usr_share=share)
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    return fake_machine(tmp_path_factory.mktemp("machine"))
+
+
+def test_every_source_yields_text_and_readers_clean_up(machine):
+    for source in SOURCES:
+        texts = [read_document(d) for d in documents(source, "all", roots=machine)]
+        assert any(texts), source
+    man = read_document(documents("man", "all", roots=machine)[0])
+    assert "does things with files" in man and "\\f" not in man and ".SH" not in man and "\u201creports\u201d" in man
+    assert "-v, --verbose" in man
+    multilingual = " ".join(read_document(d) for d in documents("multilingual", "all", roots=machine))
+    assert "Impossible d'ouvrir le fichier" in multilingual and "Mehr sagen." in multilingual
+    assert "Cannot open file" not in multilingual  # only the translations
+    keys = {d.key for source in SOURCES for d in documents(source, "all", roots=machine)}
+    assert "pkg_a/data/numbers.txt" not in keys
+    assert "man/man1/alias.1.gz" not in {d.key for d in documents("man", "all", roots=machine) if read_document(d)}
+    assert len({"doc/dup-a/README", "doc/dup-b/README"} & {d.key for d in documents("docs", "all", roots=machine)}) == 1
+    assert "doc/tool3/copyright" in {d.key for d in documents("licenses", "all", roots=machine)}
+    assert "doc/tool3/changelog.Debian.gz" in {d.key for d in documents("changelog", "all", roots=machine)}
+
+
+def test_empty_machine_reports_zeros_without_crashing(tmp_path):
+    empty = CorpusRoots(site_packages=(tmp_path,), stdlib=None, usr_share=None)
+    report = corpus_report(mix="wide", roots=empty)
+    assert set(report) == set(SOURCES)
+    assert all(row[split]["files"] == 0 for row in report.values() for split in ("train", "eval"))
+    assert "| total |" in format_report(report)
+    with pytest.raises(ValueError, match="no local text"):
+        LocalTextChunks(ByteTokenizer(), 64, 10_000, mix="wide", roots=empty)
+
+
+def test_split_is_by_file_disjoint_and_deterministic(machine):
+    assert split_of("numpy/_core/numeric.py") == split_of("numpy/_core/numeric.py")
+    assert [split_of(f"pkg/m{i}.py") for i in range(40)].count("eval") in range(1, 12)
+    train_paths, eval_paths = set(), set()
+    for source in SOURCES:
+        train = documents(source, "train", roots=machine)
+        held = documents(source, "eval", roots=machine)
+        every = documents(source, "all", roots=machine)
+        assert {d.key for d in train} | {d.key for d in held} == {d.key for d in every}
+        assert all(d.split == "train" for d in train) and all(d.split == "eval" for d in held)
+        train_paths |= {d.path for d in train}
+        eval_paths |= {d.path for d in held}
+    assert eval_paths and not train_paths & eval_paths
+    clear_caches()
+    again = {d.path for source in SOURCES for d in documents(source, "eval", roots=machine)}
+    assert again == eval_paths
+
+
+def test_this_machine_every_source_reports_and_splits_apart():
+    """The real machine: each source yields text or reports zero files; no file on both sides."""
+    report = corpus_report(max_files=2)
+    for source in SOURCES:
+        row = report[source]
+        assert row["train"]["files"] + row["train"]["rejected"] <= 2 and row["train"]["chars"] >= 0
+    train = {d.path for source in KINDS for d in documents(source, "train")}
+    held = {d.path for source in KINDS for d in documents(source, "eval")}
+    assert not train & held
+
+
+def test_parse_mix_presets_and_specs():
+    for name in MIX_PRESETS:
+        assert abs(sum(parse_mix(name).values()) - 1) < 1e-9
+    assert parse_mix(None) == parse_mix("wide")
+    assert parse_mix("code=2,man=1,docs=1") == {"code": 0.5, "docs": 0.25, "man": 0.25}
+    with pytest.raises(ValueError, match="unknown corpus sources"):
+        parse_mix("novels=1")
+    with pytest.raises(ValueError):
+        parse_mix("code")
+    # a source smaller than its share gives the rest to the others, in proportion to their weights
+    assert plan_mix({"a": 0.5, "b": 0.25, "c": 0.25}, {"a": 10}, 110) == {"a": 10, "b": 50, "c": 50}
+    assert plan_mix({"a": 0.5, "b": 0.5}, {"a": 10}, 100, max_epochs=2) == {"a": 20, "b": 80}
+    assert plan_mix({"a": 0.5, "b": 0.5}, {}, 100) == {"a": 50, "b": 50}
+
+
+def test_loader_respects_mixing_weights_and_redistributes(machine):
+    weights = {"code": 0.5, "man": 0.3, "docs": 0.2}
+    data = LocalTextChunks(ByteTokenizer(), 64, 20_000, mix=weights, roots=machine, seed=1)
+    shares = data.source_shares()
+    for name, weight in weights.items():
+        assert abs(shares[name] - weight) < 0.03, (name, shares)
+        assert not data.mix_report[name]["short"]
+    again = LocalTextChunks(ByteTokenizer(), 64, 20_000, mix=weights, roots=machine, seed=1)
+    assert torch.equal(data.chunks, again.chunks)
+    # licenses are too small for half of 60k tokens: their share goes to code
+    small = LocalTextChunks(ByteTokenizer(), 64, 60_000, mix={"code": 0.5, "licenses": 0.5}, roots=machine)
+    assert small.mix_report["licenses"]["short"] and small.mix_report["licenses"]["share"] < 0.5
+    assert abs(sum(row["share"] for row in small.mix_report.values()) - 1) < 1e-9
+    licenses = sum(len(read_document(d).encode()) + 1 for d in documents("licenses", "train", roots=machine))
+    assert licenses - 64 < small.mix_report["licenses"]["tokens"] <= licenses  # all of it, in whole chunks
+    assert len(small) * 64 > 0.9 * 60_000
+    # two passes allowed: the small source keeps more of its share
+    twice = LocalTextChunks(ByteTokenizer(), 64, 60_000, mix={"code": 0.5, "licenses": 0.5}, roots=machine,
+                            max_epochs=2)
+    assert twice.mix_report["licenses"]["tokens"] > small.mix_report["licenses"]["tokens"]
+
+
+def test_legacy_kinds_and_new_prompt_kinds(machine):
+    data = LocalTextChunks(ByteTokenizer(), 64, 5_000, kinds=("code", "prose"), roots=machine)
+    assert len(data) == 5_000 // 64 and data.mix_report is None
+    for kind in ("docs", "man", "changelog", "multilingual"):
+        ids = long_prompt_ids(ByteTokenizer(), 300, kind=kind, split="train", roots=machine)
+        assert len(ids) == 300
+
+
+def test_roff_and_catalog_readers():
+    mdoc = ".Dd today\n.Dt SSH 1\n.Sh NAME\n.Nm ssh\n.Nd remote login\n.Sh SYNOPSIS\n.Nm\n.Op Fl v\n"
+    text = roff_to_text(mdoc)
+    assert "NAME" in text and "ssh - remote login" in text.replace("\n", " ") and "-v" in text
+    assert roff_to_text(".so man1/other.1\n") == ""
+    macros = '.de URL\n\\fI\\$2\\fP\n..\n.if \\n[.g] \\{\\\n.  am URL\n.    ad l\n.  .\n.\\}\n.SH "NAME"\nkept\n'
+    assert roff_to_text(macros).split() == ["NAME", "kept"]  # macro bodies end at ".." or ".  ."
+    assert mo_strings(mo_file([("Hello", "Hallo"), ("Bye", "Tschüss")])) == ["Hallo", "Tschüss"]
+    po = 'msgid ""\nmsgstr "Content-Type: text/plain\\n"\n\nmsgid "Open"\nmsgstr ""\n"Öff"\n"nen"\n'
+    assert po_strings(po) == ["Öffnen"]
+
+
+def chat_tokenizer():
+    """A tiny byte-level tokenizer with a chat template (no download)."""
+    from tokenizers import Tokenizer, decoders, models
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(ByteLevel.alphabet())
+    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    backend.pre_tokenizer = ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>",
+                                        additional_special_tokens=["<|im_start|>"])
+    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    return tokenizer
+
+
+def test_chat_data_round_trip(machine, tmp_path):
+    tokenizer = chat_tokenizer()
+    target = tiny_llama(vocab_size=len(tokenizer), max_positions=1024)
+    prompts = build_chat_prompts(tokenizer, 4, document_tokens=120, sources=("code", "man", "multilingual"),
+                                 split="train", roots=machine, seed=2)
+    assert len(prompts) == 4 and {p.source for p in prompts} == {"code", "man", "multilingual"}
+    first = tokenizer.decode(prompts[0].input_ids)
+    assert first.startswith("<|im_start|>user\n") and first.endswith("<|im_start|>assistant\n")
+    assert all(split_of(key) == "train" for p in prompts for key in p.files)
+    sequences = generate_chat_answers(target, tokenizer, prompts, max_new_tokens=6)
+    assert all(s[:len(p.input_ids)] == p.input_ids and len(s) == len(p.input_ids) + 6
+               for p, s in zip(prompts, sequences))
+    path = write_chat_jsonl(tmp_path / "chat.jsonl", chat_records(prompts, sequences, tokenizer))
+    records = read_chat_jsonl(path, split="train")
+    assert [r["input_ids"] for r in records] == sequences and records[0]["answer_tokens"] == 6
+    assert read_chat_jsonl(path, split="eval") == []
+    held = build_chat_prompts(tokenizer, 2, document_tokens=120, sources=("code",), split="eval", roots=machine)
+    assert all(split_of(key) == "eval" for p in held for key in p.files)
+    # the loader mixes the records in as the source "chat"
+    mixed = LocalTextChunks(tokenizer, 32, 2_000, mix="code=0.5,chat=0.5", chat_data=[str(path)], roots=machine)
+    chat_rows = mixed.chunks[mixed.chunk_sources == mixed.source_names.index("chat")]
+    assert len(chat_rows) > 0
+    flat = chat_rows.flatten().tolist()
+    assert any(flat[:len(s)] == s for s in sequences)
+
+
+def test_recipe_defaults_to_the_wide_mix_and_cli_options():
+    from hf_longspec.cli import build_parser
+    from hf_longspec.training.run import TrainRecipe
+
+    assert TrainRecipe(output_dir="x").corpus_mix == "wide"
+    assert TrainRecipe(output_dir="x", kinds=["code", "prose"]).corpus_mix is None
+    args = build_parser().parse_args(["train", "--output", "x", "--corpus-mix", "code=0.6,man=0.4",
+                                      "--chat-data", "a.jsonl"])
+    assert args.corpus_mix == "code=0.6,man=0.4" and args.chat_data == ["a.jsonl"]
