@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from hf_longspec.cli import _load_target
+from hf_longspec.embedded import load_target as _load_target
 from hf_longspec.training.chat_data import (
     DEFAULT_CHAT_SOURCES, build_chat_prompts, chat_records, generate_chat_answers, write_chat_jsonl,
 )

