@@ -39,6 +39,7 @@ class LongSpecStats:
     prompt_tokens: int = 0
     new_tokens: int = 0
     accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
+    non_chain_commits: int = 0  # rounds whose accepted path left some node's first child
 
     @property
     def tau(self) -> float:
@@ -57,6 +58,7 @@ class LongSpecStats:
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
             "accepted_length_histogram": self.histogram(),
+            "non_chain_commits": self.non_chain_commits,
         }
 
 
@@ -258,6 +260,9 @@ def longspec_generate(
 
             stats.rounds += 1
             stats.drafted_nodes += tree.size - 1
+            nodes = path.accepted_nodes
+            if any(tree.children[parent][0] != child for parent, child in zip(nodes, nodes[1:])):
+                stats.non_chain_commits += 1
             emitted = 0
             for i, token in enumerate(path.tokens):
                 emitter.emit(token, path.scores[i] if keep_scores else None, path.logits[i] if keep_scores else None)
