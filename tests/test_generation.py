@@ -86,6 +86,33 @@ def _reference(new_tokens=None, **kwargs):
     return ids, target.generate(ids, **kwargs)
 
 
+def test_steered_logits_put_the_reference_token_at_the_planned_rank():
+    """The test helper itself: on-reference rows get reference[p + 1] at rank plan[p % len(plan)],
+    lifted above the rest; other rows keep the real draft's order."""
+    target, draft = _target_and_draft(SteeredDraft, widths=(4, 4, 4))
+    reference = torch.randint(0, 96, (1, 30), generator=torch.Generator().manual_seed(4))
+    draft.steer(reference, ranks=(0, 1, 2, 3))
+    positions = torch.arange(20, 28)[None]
+    tokens = reference[:, 20:28].clone()
+    tokens[0, 5] = (tokens[0, 5] + 1) % 96  # one node off the reference
+    real = torch.randn(1, 8, 96, generator=torch.Generator().manual_seed(5))
+    steered = draft.steered_logits(real, tokens, positions)
+    order = steered[0].argsort(dim=-1, descending=True)
+    for row in range(8):
+        position = 20 + row
+        if row == 5:
+            assert torch.equal(order[row], real[0, row].argsort(descending=True))
+            continue
+        rank = position % 4
+        assert order[row, rank] == reference[0, position + 1]
+        others = real[0, row].clone()
+        others[reference[0, position + 1]] = float("-inf")
+        assert torch.equal(order[row, :rank], others.topk(rank).indices)  # the real draft's top tokens
+        log_q = torch.log_softmax(steered[0, row], dim=-1)
+        assert log_q[reference[0, position + 1]] > -1.0 - torch.log(torch.tensor(rank + 1.0))
+        assert log_q[order[row, rank + 1]] < -20  # everything below it is out of reach
+
+
 def test_oracle_chain_reaches_depth_plus_one():
     """Rank 0 everywhere on a chain tree: the steered real draft is a perfect oracle."""
     ids, reference = _reference(41)
