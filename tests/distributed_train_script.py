@@ -1,16 +1,20 @@
 """Run by tests/test_distributed.py, alone or under `torchrun --nproc_per_node N`: trains a draft
-for a tiny random target (identical on every rank) on real local text and saves it."""
+for a tiny random target (identical on every rank) on real local text and saves it, plus the
+draft's weights before training (initial.safetensors, written by rank 0)."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import tiny_llama  # noqa: E402
 from test_training import ByteTokenizer  # noqa: E402
 
+from hf_longspec import LongSpecDraftModel  # noqa: E402
 from hf_longspec.training.run import TrainRecipe, train_draft  # noqa: E402
 
 
@@ -27,7 +31,11 @@ def main():
         warmup_steps=0, max_tokens=40_000, save_steps=10**6, logging_steps=1, distill="argmax",
         kinds=["prose"], draft_overrides={"sliding_window": 32},
     )
-    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+    if os.environ.get("RANK", "0") == "0":
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, str(Path(args.output) / "initial.safetensors"))
+    train_draft(target, ByteTokenizer(), recipe, draft=draft, progress=False)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
-"""Tree speculation through target.generate on tiny random targets: routing, exactness, stopping,
-streaming, outputs, sampling distribution, and clear errors."""
+"""Tree speculation through target.generate on tiny random targets: routing, exactness (with
+accepted paths that are not first-child chains), stopping, streaming, outputs, and clear errors.
+The sampling distribution is tested in test_sampling.py."""
 
 import pytest
 import torch
-from scipy.stats import chisquare
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from conftest import tiny_llama
 from hf_longspec import IncompatibleDraftError, LongSpecDraftModel, UnsupportedGenerationError
 from hf_longspec.generation import longspec_generate
-from oracle import OracleDraft
+from oracle import SteeredDraft
 
 MASKED = {"longspec_verify_attention": "masked"}
 
@@ -72,27 +72,102 @@ def test_tree_shape_from_generation_config_fields():
     assert 0 < stats.drafted_nodes <= 3 * stats.rounds  # the node budget caps every tree
 
 
-def test_oracle_chain_reaches_depth_plus_one():
-    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
+def _steered(reference, widths, ranks, **target_kwargs):
+    """A target and a real (perturbed) draft steered onto `reference` with the given rank plan."""
+    target, draft = _target_and_draft(SteeredDraft, widths=widths, **target_kwargs)
+    return target, draft.steer(reference, ranks)
+
+
+def _reference(new_tokens=None, **kwargs):
+    """(prompt, vanilla greedy output) of the target that _target_and_draft builds."""
+    target = tiny_llama(initializer_range=0.3)
     ids = _prompt()
-    reference = target.generate(ids, max_new_tokens=41, do_sample=False)
+    kwargs = {"max_new_tokens": new_tokens, "do_sample": False, **kwargs}
+    return ids, target.generate(ids, **kwargs)
+
+
+def test_steered_logits_put_the_reference_token_at_the_planned_rank():
+    """The test helper itself: on-reference rows get reference[p + 1] at rank plan[p % len(plan)],
+    lifted above the rest; other rows keep the real draft's order."""
+    target, draft = _target_and_draft(SteeredDraft, widths=(4, 4, 4))
+    reference = torch.randint(0, 96, (1, 30), generator=torch.Generator().manual_seed(4))
+    draft.steer(reference, ranks=(0, 1, 2, 3))
+    positions = torch.arange(20, 28)[None]
+    tokens = reference[:, 20:28].clone()
+    tokens[0, 5] = (tokens[0, 5] + 1) % 96  # one node off the reference
+    real = torch.randn(1, 8, 96, generator=torch.Generator().manual_seed(5))
+    steered = draft.steered_logits(real, tokens, positions)
+    order = steered[0].argsort(dim=-1, descending=True)
+    for row in range(8):
+        position = 20 + row
+        if row == 5:
+            assert torch.equal(order[row], real[0, row].argsort(descending=True))
+            continue
+        rank = position % 4
+        assert order[row, rank] == reference[0, position + 1]
+        others = real[0, row].clone()
+        others[reference[0, position + 1]] = float("-inf")
+        assert torch.equal(order[row, :rank], others.topk(rank).indices)  # the real draft's top tokens
+        log_q = torch.log_softmax(steered[0, row], dim=-1)
+        assert log_q[reference[0, position + 1]] > -1.0 - torch.log(torch.tensor(rank + 1.0))
+        assert log_q[order[row, rank + 1]] < -20  # everything below it is out of reach
+
+
+def test_oracle_chain_reaches_depth_plus_one():
+    """Rank 0 everywhere on a chain tree: the steered real draft is a perfect oracle."""
+    ids, reference = _reference(41)
+    target, draft = _steered(reference, (1, 1, 1, 1), ranks=(0,))
     out = target.generate(ids, assistant_model=draft, max_new_tokens=41, do_sample=False, **MASKED)
     assert torch.equal(out, reference)
     stats = draft.last_stats
     assert stats.histogram() == {5: 8}  # every round: 4 drafted tokens accepted + 1 bonus
-    assert stats.tau == 5.0
+    assert stats.tau == 5.0 and stats.non_chain_commits == 0
+
+
+STATIC_XFAIL = pytest.mark.xfail(strict=True, reason="static cache arrives with the Fast LongSpec rewrite")
+
+
+@pytest.mark.parametrize(("mode", "cache_implementation"), [
+    ("hybrid", None), ("masked", None), pytest.param("hybrid", "static", marks=STATIC_XFAIL)])
+@pytest.mark.parametrize(("widths", "ranks"), [((3, 3, 3), (0, 1, 2)), ((4, 4, 4, 4), (1, 2, 3, 0, 2))])
+def test_greedy_non_chain_paths_match_vanilla(widths, ranks, mode, cache_implementation):
+    """Every round accepts a full-depth path through second/third/fourth children, with the real
+    draft running: the cache gather, the tree mask and the node positions all decide the output."""
+    ids, reference = _reference(41)
+    target, draft = _steered(reference, widths, ranks)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=41, do_sample=False,
+                          longspec_verify_attention=mode, cache_implementation=cache_implementation)
+    assert torch.equal(out, reference)
+    stats, depth = draft.last_stats, len(widths)
+    assert stats.new_tokens == 41
+    assert stats.histogram()[depth + 1] >= stats.rounds - 1  # only the last round may be cut by max_length
+    assert stats.tau >= depth
+    assert stats.non_chain_commits >= stats.rounds - 1 > 0
+
+
+def test_greedy_non_chain_paths_with_processors_match_vanilla():
+    """Accepted multi-token paths under repetition penalty and no-repeat-ngram: the verifier must
+    extend the processors' input ids along the path, node by node."""
+    kwargs = dict(max_new_tokens=30, do_sample=False, repetition_penalty=1.3, no_repeat_ngram_size=3)
+    ids, reference = _reference(**kwargs)
+    target, draft = _steered(reference, (3, 3, 3), ranks=(2, 0, 1))
+    assert torch.equal(target.generate(ids, assistant_model=draft, **kwargs), reference)
+    stats = draft.last_stats
+    assert stats.tau >= 3 and stats.non_chain_commits >= stats.rounds - 1 > 0
 
 
 def test_eos_inside_an_accepted_path_stops_there():
-    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
-    ids = _prompt()
-    free = target.generate(ids, max_new_tokens=30, do_sample=False)[0, ids.shape[1]:].tolist()
-    eos = free[7]  # lands inside round 2's accepted chain (round 1 ends after token 5)
+    ids, full = _reference(30)
+    free = full[0, ids.shape[1]:].tolist()
+    eos = free[7]  # lands inside round 2's accepted path (token 1 from prefill, round 1 gives 2..5)
+    target, draft = _steered(full, (3, 3, 3), ranks=(1, 2, 0))
     reference = target.generate(ids, max_new_tokens=30, do_sample=False, eos_token_id=eos, pad_token_id=eos)
     out = target.generate(ids, assistant_model=draft, max_new_tokens=30, do_sample=False, eos_token_id=eos,
                           pad_token_id=eos, **MASKED)
     assert torch.equal(out, reference)
     assert out[0, -1].item() == eos and out.shape[1] == ids.shape[1] + free.index(eos) + 1
+    if free.index(eos) == 7:
+        assert draft.last_stats.histogram() == {4: 1, 3: 1} and draft.last_stats.non_chain_commits == 2
 
 
 class StopAtLength(StoppingCriteria):
@@ -103,20 +178,24 @@ class StopAtLength(StoppingCriteria):
         return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
 
 
-def test_stopping_in_the_middle_of_a_path_and_max_new_tokens_exact():
-    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1, 1))
-    ids = _prompt()
+@pytest.mark.parametrize("mode", ["hybrid", "masked"])
+def test_stopping_in_the_middle_of_a_path_and_max_new_tokens_exact(mode):
+    """A custom criterion stops 3 tokens into round 2's 4-token accepted path: the output must be
+    exactly vanilla's length (not one token late, not the whole path)."""
+    ids, full = _reference(30)
+    target, draft = _steered(full, (3, 3, 3), ranks=(0, 2, 1))
     stop = StoppingCriteriaList([StopAtLength(ids.shape[1] + 8)])
     reference = target.generate(ids, max_new_tokens=30, do_sample=False, stopping_criteria=stop)
     out = target.generate(ids, assistant_model=draft, max_new_tokens=30, do_sample=False, stopping_criteria=stop,
-                          return_dict_in_generate=True, **MASKED)
+                          return_dict_in_generate=True, longspec_verify_attention=mode)
     assert torch.equal(out.sequences, reference) and reference.shape[1] == ids.shape[1] + 8
+    assert draft.last_stats.histogram() == {4: 1, 3: 1}  # round 2 was stopped inside its accepted path
     cache = out.cache if "cache" in out else out.past_key_values
     assert cache.get_seq_length() == reference.shape[1] - 1  # cropped to the emitted tokens
-    for new in (1, 2, 6, 7):
-        assert target.generate(ids, assistant_model=draft, max_new_tokens=new, do_sample=False, **MASKED).shape[1] == (
-            ids.shape[1] + new
-        )
+    for new in (1, 2, 6, 7, 8, 9):
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=new, do_sample=False,
+                              longspec_verify_attention=mode)
+        assert torch.equal(out, full[:, : ids.shape[1] + new])
 
 
 class Collect(BaseStreamer):
@@ -131,16 +210,18 @@ class Collect(BaseStreamer):
 
 
 def test_streamer_scores_and_return_dict():
-    target, draft = _target_and_draft(OracleDraft, widths=(1, 1, 1))
-    ids = _prompt()
-    reference = target.generate(ids, max_new_tokens=12, do_sample=False, return_dict_in_generate=True,
-                                output_scores=True, output_logits=True)
+    kwargs = dict(max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_scores=True,
+                  output_logits=True)
+    ids, reference = _reference(**kwargs)
+    target, draft = _steered(reference.sequences, (3, 3), ranks=(1, 2))
     streamer = Collect()
-    out = target.generate(ids, assistant_model=draft, max_new_tokens=12, do_sample=False, streamer=streamer,
-                          return_dict_in_generate=True, output_scores=True, output_logits=True, **MASKED)
+    out = target.generate(ids, assistant_model=draft, streamer=streamer, **kwargs, **MASKED)
     assert torch.equal(out.sequences, reference.sequences)
+    assert draft.last_stats.tau >= 2.5 and draft.last_stats.non_chain_commits > 0
     assert len(out.scores) == len(reference.scores) == 12
     for mine, theirs in zip(out.scores, reference.scores):
+        assert torch.allclose(mine, theirs, atol=1e-4)
+    for mine, theirs in zip(out.logits, reference.logits):
         assert torch.allclose(mine, theirs, atol=1e-4)
     assert streamer.ended and streamer.puts[0] == ids[0].tolist()
     assert sum(streamer.puts[1:], []) == out.sequences[0, ids.shape[1]:].tolist()
@@ -189,59 +270,3 @@ def test_clear_errors_and_no_partial_state():
     target.resize_token_embeddings(100)
     with pytest.raises(IncompatibleDraftError, match="vocab size mismatch"):
         target.generate(ids, assistant_model=draft, max_new_tokens=4)
-
-
-def _processed_probs(logits, temperature, top_k):
-    scores = logits.float() / temperature
-    kth = scores.topk(top_k, dim=-1).values[..., -1:]
-    return torch.softmax(scores.masked_fill(scores < kth, float("-inf")), dim=-1)
-
-
-@torch.no_grad()
-def test_sampling_is_lossless_chi_square():
-    """Marginals of the 2nd and 3rd sampled tokens (both produced by tree verification) against
-    the target's exact distribution under the same temperature and top-k."""
-    vocab, temperature, top_k, samples = 12, 0.9, 6, 1500
-    target = tiny_llama(vocab_size=vocab, hidden_size=32, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
-    draft = LongSpecDraftModel.from_target(target, tree_widths=[3, 2])
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
-    ids = torch.randint(0, vocab, (1, 6), generator=torch.Generator().manual_seed(3))
-
-    torch.manual_seed(1234)
-    counts2, counts3 = torch.zeros(vocab), torch.zeros(vocab)
-    for _ in range(samples):
-        out = target.generate(ids, assistant_model=draft, max_new_tokens=3, do_sample=True, temperature=temperature,
-                              top_k=top_k, **MASKED)
-        counts2[out[0, -2]] += 1
-        counts3[out[0, -1]] += 1
-
-    def probs(prefixes):
-        return _processed_probs(target(prefixes).logits[:, -1], temperature, top_k)
-
-    p1 = probs(ids)[0]
-    firsts = torch.cat([ids.expand(vocab, -1), torch.arange(vocab)[:, None]], dim=1)
-    p2_given = probs(firsts)  # (v1, v2)
-    marginal2 = p1 @ p2_given
-    seconds = torch.cat([firsts.repeat_interleave(vocab, 0), torch.arange(vocab).repeat(vocab)[:, None]], dim=1)
-    p3_given = probs(seconds).view(vocab, vocab, vocab)
-    marginal3 = torch.einsum("a,ab,abc->c", p1, p2_given, p3_given)
-
-    for counts, marginal in ((counts2, marginal2), (counts3, marginal3)):
-        support = marginal > 0
-        assert counts[~support].sum() == 0  # never a token the processors forbid
-        expected = marginal[support] * samples
-        assert chisquare(counts[support].numpy(), expected.numpy()).pvalue > 1e-3
-
-    # the test has power: the draft's own distribution would be rejected outright
-    ring = draft.start(ids)
-    cache = DynamicCache(config=target.config)
-    target(ids, past_key_values=cache, use_cache=True)
-    root = torch.tensor([[int(p1.argmax())]])
-    draft_logits = draft.decode_step(ring, root, torch.tensor([[ids.shape[1]]]), None, None,
-                                     torch.ones(1, 1, 1, dtype=torch.bool), cache)[0][0, 0]
-    q2 = _processed_probs(draft_logits, temperature, top_k)
-    p2 = p2_given[int(p1.argmax())]
-    support = p2 > 0
-    assert chisquare((q2[support] / q2[support].sum() * samples).numpy(), (p2[support] * samples).numpy()).pvalue < 1e-6

@@ -2,13 +2,15 @@
 
 import json
 
+import pytest
 import torch
+from transformers import TrainerCallback
 
 from conftest import tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.training.collator import LongSpecCollator
 from hf_longspec.training.positions import anchor_offset_position_ids, noise_shift
-from hf_longspec.training.run import TrainRecipe, train_draft
+from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
 
 
 class ByteTokenizer:
@@ -64,6 +66,13 @@ def test_noise_shift_hides_the_newest_target_entries():
     assert torch.all(changed[:13] == 0) and torch.all(changed[13:] > 0)
 
 
+def _largest_relative_change(before: dict, after) -> dict:
+    """Per parameter: max |after - before| / max(max |before|, 1e-3)."""
+    after = dict(after.named_parameters())
+    return {name: float((after[name].detach() - value).abs().max() / value.abs().max().clamp(min=1e-3))
+            for name, value in before.items()}
+
+
 def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
     target = tiny_llama(vocab_size=257, hidden_size=64, layers=2, max_positions=1024, initializer_range=0.2)
     recipe = TrainRecipe(
@@ -71,7 +80,12 @@ def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
         warmup_steps=0, max_tokens=80_000, save_steps=60, logging_steps=1, distill="none",
         kinds=["prose"], draft_overrides={"sliding_window": 32},
     )
-    draft = train_draft(target, ByteTokenizer(), recipe, progress=False)
+    initial = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+    before = {name: p.detach().clone() for name, p in initial.named_parameters()}
+    draft = train_draft(target, ByteTokenizer(), recipe, draft=initial, progress=False)
+    # training is not a no-op: every parameter moved materially and the loss fell
+    changes = _largest_relative_change(before, draft)
+    assert min(changes.values()) > 1e-2, sorted(changes.items(), key=lambda item: item[1])[:3]
     final = tmp_path / "run" / "final"
     log = json.loads((final / "training_log.json").read_text())
     losses = [entry["loss"] for entry in log if "loss" in entry]
@@ -89,3 +103,64 @@ def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
     train_draft(target, ByteTokenizer(), recipe, progress=False)
     log = json.loads((final / "training_log.json").read_text())
     assert max(entry.get("step", 0) for entry in log) == 130
+
+
+class _StopAfter(TrainerCallback):
+    """Interrupts a run after `step` optimizer steps (the checkpoint of that step is written first)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+
+
+class _StepsRun(TrainerCallback):
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+NOISY_RESUME_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="LongSpecCollator draws the noise shift from its own step counter, which restarts at 0 on resume "
+           "(skipped batches are never collated), so a resumed noisy run trains on other shifts",
+)
+
+
+@pytest.mark.parametrize("noisy", [False, pytest.param(True, marks=NOISY_RESUME_BUG)])
+def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy):
+    """24 steps in one go == 12 steps, interrupted, then resumed to 24: the resumed run executes only
+    steps 13..24 and ends on the same weights (a different fresh init proves they come from the
+    checkpoint, optimizer and scheduler state included)."""
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+
+    def recipe(name):
+        return TrainRecipe(
+            output_dir=str(tmp_path / name), max_steps=24, seq_len=32, batch_size=4, learning_rate=1e-2,
+            warmup_steps=0, max_tokens=20_000, save_steps=12, logging_steps=1, distill="argmax", noisy=noisy,
+            kinds=["prose"], draft_overrides={"sliding_window": 16},
+        )
+
+    dataset = build_dataset(ByteTokenizer(), recipe("whole"))
+    torch.manual_seed(0)
+    whole = train_draft(target, ByteTokenizer(), recipe("whole"), progress=False, dataset=dataset)
+
+    interrupted = recipe("interrupted")
+    torch.manual_seed(0)
+    train_draft(target, ByteTokenizer(), interrupted, progress=False, dataset=dataset, callbacks=[_StopAfter(12)])
+    assert (tmp_path / "interrupted" / "checkpoint-12").exists()
+    interrupted.resume = True
+    steps = _StepsRun()
+    torch.manual_seed(1)  # the fresh draft train_draft builds differs from the checkpoint's start
+    resumed = train_draft(target, ByteTokenizer(), interrupted, progress=False, dataset=dataset, callbacks=[steps])
+
+    assert steps.steps == list(range(13, 25))
+    log = json.loads((tmp_path / "interrupted" / "final" / "training_log.json").read_text())
+    assert [entry["step"] for entry in log if "loss" in entry] == list(range(1, 25))
+    mine, theirs = resumed.state_dict(), whole.state_dict()
+    for name, value in theirs.items():
+        assert torch.allclose(mine[name], value, rtol=1e-5, atol=1e-6), (name, (mine[name] - value).abs().max())

@@ -1,0 +1,120 @@
+"""Sampling through a depth-3 tree is lossless: tokens 1-4 are distributed exactly as the target's.
+
+Design (tiny, strongly structured, brute-forceable):
+  * target: 1-layer Llama, hidden 16, vocabulary 8, sampled with temperature 0.9 and top-k 3, so
+    every step has exactly 3 allowed tokens and the joint law of tokens 1..4 has 81 cells,
+    enumerated exactly from 1 + 8 + 64 + 512 target forwards;
+  * draft: the real LongSpec draft runs (decode_step, ring buffer, cross-attention) and its logits
+    are mixed with a fixed over-confident table, q(.|node) ~ softmax(2 * z(node token) / T), where
+    z(v) are the target's logits after prompt + v. q is close to p at depth 1 and drifts deeper,
+    so with widths [2, 2, 2] about half the samples accept a depth-3 path (4 tokens in one round)
+    and most need 2-4 rounds, i.e. tokens 2..4 come from first rounds as well as from rounds after
+    a cache commit; q != p everywhere, so rejections (and residual draws) are frequent;
+  * max_new_tokens = 6: the first round's depth budget is 4, never cutting the depth-3 tree.
+
+Statistics: chi-square on the marginals of tokens 2, 3 and 4 and a G-test on the joint of
+tokens 1..4 (cells with expected count < 5 pooled), each at alpha = 2.5e-4 (family-wise
+false-alarm rate <= 1e-3 for any random stream).
+
+Power. For k cells and any alternative at total-variation distance delta from p, the chi-square
+noncentrality is n * sum((p'-p)^2 / p) >= 4 n delta^2 (Cauchy-Schwarz), with equality for the
+least favourable alternatives. Power 0.9 at alpha = 2.5e-4 needs a noncentrality of 36.1 with 7
+degrees of freedom (a marginal over the 8 tokens) and 27.5 with 2, so detecting EVERY alternative
+at TV 0.02 needs n = 36.1 / (4 * 0.02^2) ~ 22,600 samples (17,200 with 3 cells): 2-4 minutes of
+generate() calls on 2 CPU cores, too slow for the suite. With the n = 4000 used here the
+guaranteed-detectable TV (power 0.9, worst direction) is 0.048 per marginal; alternatives aligned
+with the largest cells are detected from TV ~0.02. Checked once by hand (tests/README.md): the
+reference code's bug "bonus drawn from p instead of norm(max(p - q, 0))" moves the marginals of
+tokens 2/3/4 by TV ~0.02/0.06/0.07 and fails with p < 1e-12; an acceptance ratio flipped to
+q/p emits forbidden tokens and moves every marginal by TV > 0.1.
+"""
+
+import inspect
+
+import numpy as np
+import torch
+from scipy.stats import chisquare, power_divergence
+
+from conftest import tiny_llama
+from hf_longspec import LongSpecDraftModel
+
+VOCAB, TEMPERATURE, TOP_K, SAMPLES, NEW_TOKENS, ALPHA = 8, 0.9, 3, 4000, 6, 2.5e-4
+_DECODE_STEP = inspect.signature(LongSpecDraftModel.decode_step)
+
+
+class TableMixedDraft(LongSpecDraftModel):
+    """The real draft, its logits mixed with a fixed per-token table (tensor ops only)."""
+
+    real_weight, table_weight = 0.1, 2.0
+
+    def decode_step(self, *args, **kwargs):
+        token_ids = _DECODE_STEP.bind(self, *args, **kwargs).arguments["token_ids"]
+        out = super().decode_step(*args, **kwargs)
+        logits = out[0].float() * self.real_weight + self.table[token_ids] * self.table_weight
+        return (logits.to(out[0].dtype), *out[1:])
+
+
+def _processed_probs(logits):
+    scores = logits.float() / TEMPERATURE
+    kth = scores.topk(TOP_K, dim=-1).values[..., -1:]
+    return torch.softmax(scores.masked_fill(scores < kth, float("-inf")), dim=-1)
+
+
+@torch.no_grad()
+def _exact_joint(target, ids, depth=4):
+    """P(token 1, ..., token `depth`) by brute force: (VOCAB,) * depth."""
+    joint = _processed_probs(target(ids).logits[:, -1])[0].double()
+    for known in range(1, depth):
+        grid = torch.cartesian_prod(*[torch.arange(VOCAB)] * known).reshape(-1, known)
+        prefixes = torch.cat([ids.expand(grid.shape[0], -1), grid], dim=1)
+        conditional = _processed_probs(target(prefixes).logits[:, -1]).double().reshape(*[VOCAB] * known, VOCAB)
+        joint = joint[..., None] * conditional
+    return joint.numpy()
+
+
+def _pooled_g_test(counts, probs):
+    expected = probs * counts.sum()
+    small = expected < 5
+    observed = np.append(counts[~small], counts[small].sum())
+    expected = np.append(expected[~small], expected[small].sum())
+    keep = expected > 0
+    return power_divergence(observed[keep], expected[keep], lambda_="log-likelihood").pvalue
+
+
+@torch.no_grad()
+def test_sampling_through_a_depth_3_tree_is_lossless():
+    target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
+    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(3))
+    draft = TableMixedDraft.from_target(target, tree_widths=[2, 2, 2])
+    table = target(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)).logits[:, -1]
+    draft.register_buffer("table", table.float(), persistent=False)
+    joint = _exact_joint(target, ids)
+
+    counts = np.zeros([VOCAB] * 4)
+    reached_depth_3 = several_rounds = 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: thread hand-offs cost more than they save
+    try:
+        torch.manual_seed(1234)
+        for _ in range(SAMPLES):
+            out = target.generate(ids, assistant_model=draft, max_new_tokens=NEW_TOKENS, do_sample=True,
+                                  temperature=TEMPERATURE, top_k=TOP_K)
+            counts[tuple(out[0, ids.shape[1]: ids.shape[1] + 4].tolist())] += 1
+            stats = draft.last_stats
+            reached_depth_3 += stats.accepted_lengths[4] > 0  # 3 drafted tokens + bonus in one round
+            several_rounds += stats.rounds >= 3
+    finally:
+        torch.set_num_threads(threads)
+
+    assert counts[joint == 0].sum() == 0  # never a token that top-k forbids
+    for position in (1, 2, 3):  # tokens 2, 3, 4
+        others = tuple(axis for axis in range(4) if axis != position)
+        marginal, observed = joint.sum(axis=others), counts.sum(axis=others)
+        support = marginal > 0
+        pvalue = chisquare(observed[support], marginal[support] / marginal[support].sum() * SAMPLES).pvalue
+        assert pvalue > ALPHA, (f"token {position + 1}", pvalue, observed, marginal * SAMPLES)
+    support = joint > 0
+    pvalue = _pooled_g_test(counts[support], joint[support] / joint[support].sum())
+    assert pvalue > ALPHA, ("joint of tokens 1-4", pvalue)
+    # the test exercises what it claims: deep accepted paths and tokens produced after commits
+    assert reached_depth_3 > 0.25 * SAMPLES and several_rounds > 0.25 * SAMPLES, (reached_depth_3, several_rounds)
