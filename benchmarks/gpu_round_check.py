@@ -7,32 +7,15 @@ target's own next token is put at rank `rank` of its logits (a perfect chain at 
 accepted paths at rank 1), so commits carry several tokens and gathers really move K/V.
 """
 
-import inspect
 import sys
 import time
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from hf_longspec import LongSpecDraftModel
 from hf_longspec.kernels import prefix_attn_splitkv
+from hf_longspec.testing import SteeredDraft
 from hf_longspec.attention.math_attention import grouped_attention_math
-
-
-class SteeredDraft(LongSpecDraftModel):
-    rank = 0
-    reference = None
-
-    def decode_step(self, *args, **kwargs):
-        bound = inspect.signature(LongSpecDraftModel.decode_step).bind(self, *args, **kwargs).arguments
-        logits = super().decode_step(*args, **kwargs)[0]
-        tokens, positions, ref = bound["token_ids"], bound["position_ids"], self.reference
-        last = ref.shape[1] - 1
-        on_path = ref.gather(1, positions.clamp(max=last)) == tokens
-        following = ref.gather(1, (positions + 1).clamp(max=last))[..., None]
-        kth = logits.topk(self.rank + 1, dim=-1).values[..., -1:]
-        value = torch.where(on_path[..., None], kth - 1e-3 if self.rank else kth + 1.0, logits.gather(-1, following))
-        return (logits.scatter(-1, following, value),)
 
 
 def tiny_llama(dtype):
@@ -67,8 +50,7 @@ def main():
         ids = torch.randint(0, 512, (1, 1500), generator=torch.Generator().manual_seed(1)).cuda()
         reference = target.generate(ids, max_new_tokens=96, do_sample=False)
         for widths, rank in (([1, 1, 1, 1], 0), ([4, 16, 16, 16, 16], 1)):
-            draft = SteeredDraft.from_target(target, tree_widths=widths)
-            draft.reference, draft.rank = reference, rank
+            draft = SteeredDraft.from_target(target, reference, ranks=(rank,), tree_widths=widths)
             for graphs in (True, False):
                 for mode in ("hybrid", "masked"):
                     for call in range(2):

@@ -75,10 +75,8 @@ def test_steered_chain_reaches_depth_plus_one_on_real_text(embedded, steered_cas
     assert draft.last_stats.tau == 5.0
 
 
-STATIC_XFAIL = pytest.mark.xfail(strict=True, reason="static cache arrives with the Fast LongSpec rewrite")
 
-
-@pytest.mark.parametrize("cache_implementation", [None, pytest.param("static", marks=STATIC_XFAIL)])
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
 def test_steered_non_chain_paths_on_real_text(embedded, steered_case, cache_implementation):
     """Widths [4, 4, 4, 4], reference token at ranks 1, 2, 3, 0, 2 by position: every round accepts
     a depth-4 path through second to fourth children, so the output is vanilla's only if the cache

@@ -3,4 +3,4 @@
 set -u
 mkdir -p /tmp/m && cp .carry/a/* /tmp/m/ && ls -la /tmp/m
 export PYTHONPATH=src PYTHONUNBUFFERED=1
-timeout 150 python benchmarks/gpu_smoke.py 2>&1 | tail -12 | tee "$OUT/gpu_smoke.txt"
+timeout 240 python benchmarks/gpu_round_check.py 2>&1 | tail -40 | tee "$OUT/gpu_round_check.txt"
