@@ -145,6 +145,25 @@ def test_greedy_non_chain_paths_match_vanilla(widths, ranks, mode, cache_impleme
     assert stats.non_chain_commits >= stats.rounds - 1 > 0
 
 
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
+def test_returned_cache_equals_vanillas_after_non_chain_commits(cache_implementation):
+    """The cache handed back (return_dict_in_generate) holds, layer by layer, the K/V vanilla's holds:
+    every committed path was gathered in the right order, not only the emitted tokens."""
+    ids, reference = _reference(30)
+    target, draft = _steered(reference, (3, 3, 3), ranks=(0, 1, 2))
+    kwargs = dict(max_new_tokens=30, do_sample=False, return_dict_in_generate=True,
+                  cache_implementation=cache_implementation)
+    vanilla = target.generate(ids, **kwargs)
+    out = target.generate(ids, assistant_model=draft, **kwargs)
+    assert torch.equal(out.sequences, vanilla.sequences) and draft.last_stats.non_chain_commits > 0
+    mine, theirs = (o.cache if "cache" in o else o.past_key_values for o in (out, vanilla))
+    length = reference.shape[1] - 1  # every token but the last one has been through the target
+    assert int(mine.get_seq_length()) == int(theirs.get_seq_length()) == length
+    for a, b in zip(mine.layers, theirs.layers):
+        assert torch.allclose(a.keys[:, :, :length], b.keys[:, :, :length], atol=1e-5)
+        assert torch.allclose(a.values[:, :, :length], b.values[:, :, :length], atol=1e-5)
+
+
 def test_greedy_non_chain_paths_with_processors_match_vanilla():
     """Accepted multi-token paths under repetition penalty and no-repeat-ngram: the verifier must
     extend the processors' input ids along the path, node by node."""

@@ -124,14 +124,7 @@ class _StepsRun(TrainerCallback):
         self.steps.append(state.global_step)
 
 
-NOISY_RESUME_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="LongSpecCollator draws the noise shift from its own step counter, which restarts at 0 on resume "
-           "(skipped batches are never collated), so a resumed noisy run trains on other shifts",
-)
-
-
-@pytest.mark.parametrize("noisy", [False, pytest.param(True, marks=NOISY_RESUME_BUG)])
+@pytest.mark.parametrize("noisy", [False, True])
 def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy):
     """24 steps in one go == 12 steps, interrupted, then resumed to 24: the resumed run executes only
     steps 13..24 and ends on the same weights (a different fresh init proves they come from the
