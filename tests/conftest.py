@@ -41,6 +41,37 @@ def tiny_llama(
     return model
 
 
+class ByteTokenizer:
+    """Bytes as tokens (vocab 257): lets a tiny random target train on real local text."""
+
+    eos_token_id = 256
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [list(t.encode("utf-8")) for t in texts]}
+
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode("utf-8"))
+
+    def __len__(self):
+        return 257
+
+
+def perturbed_pair(widths=(2, 3, 3), draft_class=None, **target_kwargs):
+    """A tiny random target and a draft bound to it, the draft's weights perturbed off their init."""
+    from hf_longspec import LongSpecDraftModel
+
+    target = tiny_llama(initializer_range=0.3, **target_kwargs)
+    draft = (draft_class or LongSpecDraftModel).from_target(target, sliding_window=16, tree_widths=list(widths))
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return target, draft
+
+
+def random_prompt(length=40, vocab=96, seed=1):
+    return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
 @pytest.fixture(scope="session")
 def embedded():
     """(model, tokenizer) of the embedded SmolLM2 target on the CPU; skipped when not installed."""

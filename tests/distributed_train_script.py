@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import tiny_llama  # noqa: E402
-from test_training import ByteTokenizer  # noqa: E402
+from conftest import ByteTokenizer  # noqa: E402
 
 from hf_longspec import LongSpecDraftModel  # noqa: E402
 from hf_longspec.training.run import TrainRecipe, train_draft  # noqa: E402

@@ -7,7 +7,7 @@ import struct
 import pytest
 import torch
 
-from conftest import tiny_llama
+from conftest import ByteTokenizer, tiny_llama
 from hf_longspec.corpus import (
     KINDS, MIX_PRESETS, SOURCES, CorpusRoots, clear_caches, corpus_report, documents, format_report, long_prompt_ids,
     mo_strings, parse_mix, plan_mix, po_strings, read_document, roff_to_text, split_of,
@@ -19,21 +19,6 @@ from hf_longspec.training.data import LocalTextChunks
 
 WORDS = ("the quick brown fox jumps over lazy dogs while seven wizards quietly judge boxing matches "
          "in a small town near the river where every file tells a story about code and people").split()
-
-
-class ByteTokenizer:
-    """Bytes as tokens (vocab 257)."""
-
-    eos_token_id = 256
-
-    def __call__(self, texts, add_special_tokens=False):
-        return {"input_ids": [list(t.encode("utf-8")) for t in texts]}
-
-    def encode(self, text, add_special_tokens=False):
-        return list(text.encode("utf-8"))
-
-    def __len__(self):
-        return 257
 
 
 def prose(rng, words=120):

@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from conftest import tiny_llama
+from conftest import perturbed_pair, random_prompt, tiny_llama
 from hf_longspec import IncompatibleDraftError, LongSpecDraftModel, UnsupportedGenerationError
 from hf_longspec.generation import longspec_generate
 from oracle import SteeredDraft
@@ -16,16 +16,10 @@ MASKED = {"longspec_verify_attention": "masked"}
 
 
 def _target_and_draft(draft_class=LongSpecDraftModel, widths=(2, 3, 3), **target_kwargs):
-    target = tiny_llama(initializer_range=0.3, **target_kwargs)
-    draft = draft_class.from_target(target, sliding_window=16, tree_widths=list(widths))
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    return target, draft
+    return perturbed_pair(widths, draft_class, **target_kwargs)
 
 
-def _prompt(length=40, vocab=96, seed=1):
-    return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(seed))
+_prompt = random_prompt
 
 
 @pytest.mark.parametrize("mode", ["masked", "hybrid"])

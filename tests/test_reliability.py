@@ -11,24 +11,18 @@ import torch
 from transformers import GenerationConfig, TrainerCallback
 from transformers.generation.streamers import BaseStreamer
 
-from conftest import tiny_llama
+from conftest import ByteTokenizer, perturbed_pair, random_prompt, tiny_llama
 from hf_longspec import IncompatibleDraftError, LongSpecDraftModel, LongSpecError, UnsupportedGenerationError, cli
-from test_training import ByteTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _target_and_draft(widths=(2, 3, 3), **target_kwargs):
-    target = tiny_llama(initializer_range=0.3, **target_kwargs)
-    draft = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=list(widths))
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    return target, draft
+    return perturbed_pair(widths, **target_kwargs)
 
 
 def _prompt(length=30, vocab=96, seed=1):
-    return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(seed))
+    return random_prompt(length, vocab, seed)
 
 
 @pytest.fixture(scope="module")

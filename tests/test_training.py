@@ -6,23 +6,11 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from conftest import tiny_llama
+from conftest import ByteTokenizer, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.training.collator import LongSpecCollator
 from hf_longspec.training.positions import anchor_offset_position_ids, noise_shift
 from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
-
-
-class ByteTokenizer:
-    """Bytes as tokens (vocab 257): lets a tiny random target train on real local text."""
-
-    eos_token_id = 256
-
-    def __call__(self, texts, add_special_tokens=False):
-        return {"input_ids": [list(t.encode("utf-8")) for t in texts]}
-
-    def encode(self, text, add_special_tokens=False):
-        return list(text.encode("utf-8"))
 
 
 def test_anchor_offset_positions_keep_anchors_and_stay_in_range():

@@ -185,7 +185,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, cache, first, emitter: _Emit
                 emitted = emitter.emit(tokens, path.scores or None, path.logits or None)
             else:
                 result = decoder.run_round()[0].tolist()
-                accepted, non_chain, tokens = result[0], result[1], result[2 : 2 + result[0]]
+                non_chain, tokens = result[1], result[2 : 2 + result[0]]
                 emitted = emitter.emit(tokens)
             stats.rounds += 1
             stats.drafted_nodes += drafted
