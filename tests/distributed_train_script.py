@@ -33,8 +33,8 @@ def main():
     )
     draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
     if os.environ.get("RANK", "0") == "0":
-        Path(args.output).mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, str(Path(args.output) / "initial.safetensors"))
+        # beside the output folder, not in it: train refuses a non-empty output folder
+        save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, f"{args.output}-initial.safetensors")
     train_draft(target, ByteTokenizer(), recipe, draft=draft, progress=False)
 
 

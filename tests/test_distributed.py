@@ -22,7 +22,7 @@ def _run(args, tmp_path, name):
     assert result.returncode == 0, result.stderr[-3000:]
     log = json.loads((out / "final" / "training_log.json").read_text())
     losses = [entry["loss"] for entry in log if "loss" in entry]
-    return load_file(out / "initial.safetensors"), load_file(out / "final" / "model.safetensors"), losses
+    return load_file(f"{out}-initial.safetensors"), load_file(out / "final" / "model.safetensors"), losses
 
 
 def extra_args(name):
