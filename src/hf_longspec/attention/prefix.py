@@ -187,8 +187,8 @@ def grouped_prefix_attention_varlen(
 
     q: (B, Hq, T, D); k/v: (B, Hkv, C, D) buffers of capacity C; lengths: (B,) integer device tensor.
     Returns out (B, Hkv, g, T, D) float32 and lse (B, Hkv, g, T) float32. Nothing here reads the
-    lengths on the host, so it runs inside a captured CUDA graph: the split-KV Triton kernel reads
-    them from memory (CUDA), or the float32 math fallback masks the keys past them (CPU).
+    lengths on the host on CUDA, so it runs inside a captured CUDA graph: the split-KV Triton kernel
+    reads them from memory. Elsewhere (no graphs) the float32 math fallback attends the filled part.
     A ``torch.library`` custom op, so ``torch.compile`` traces it as one opaque node.
     """
     if triton_can_run_on(q.device) and q.device.type == "cuda":
@@ -196,7 +196,12 @@ def grouped_prefix_attention_varlen(
         out, lse = prefix_attn_splitkv(q, k, v, scale, out=out, seqlens=lengths)
         num_kv_heads = k.shape[1]
         return out.unflatten(1, (num_kv_heads, -1)), lse.unflatten(1, (num_kv_heads, -1))
-    valid = torch.arange(k.shape[2], device=k.device)[None, :] < lengths[:, None]  # (B, C)
+    # No graphs here: read the lengths on the host and attend only the filled part of the buffers
+    longest = int(lengths.max())
+    k, v = k[:, :, :longest], v[:, :, :longest]
+    if bool((lengths == longest).all()):
+        return grouped_attention_math(q, k, v, scale)
+    valid = torch.arange(longest, device=k.device)[None, :] < lengths[:, None]  # (B, longest)
     return grouped_attention_math(q, k, v, scale, allowed=valid[:, None, :].expand(-1, q.shape[2], -1))
 
 
