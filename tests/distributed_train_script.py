@@ -15,7 +15,7 @@ from conftest import tiny_llama  # noqa: E402
 from conftest import ByteTokenizer  # noqa: E402
 
 from hf_longspec import LongSpecDraftModel  # noqa: E402
-from hf_longspec.training.run import TrainRecipe, train_draft  # noqa: E402
+from hf_longspec.training.run import TrainRecipe, close_process_group, train_draft  # noqa: E402
 
 
 def main():
@@ -36,6 +36,7 @@ def main():
         # beside the output folder, not in it: train refuses a non-empty output folder
         save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, f"{args.output}-initial.safetensors")
     train_draft(target, ByteTokenizer(), recipe, draft=draft, progress=False)
+    close_process_group()
 
 
 if __name__ == "__main__":

@@ -206,3 +206,13 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
             (final_dir / TRAINING_DATA_FILE).write_text(json.dumps(dataset.mix_report, indent=2))
     return draft
 
+
+
+def close_process_group() -> None:
+    """End a torchrun job cleanly: every rank waits for the others, then the process group is
+    destroyed (a gloo group left alive at interpreter exit can abort a rank)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
