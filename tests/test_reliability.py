@@ -99,10 +99,10 @@ def test_prompt_containing_pad_token_without_mask_matches_vanilla(pair):
     out = target.generate(ids, attention_mask=ones, max_new_tokens=10, do_sample=False, pad_token_id=pad,
                           assistant_model=draft)
     assert torch.equal(out, reference) and draft.last_stats.rounds >= 1
-    # a mask with zeros that reaches LongSpec is refused, naming what is allowed
+    # a mask with zeros that are not left padding is refused, naming what is allowed
     mask = ones.clone()
-    mask[0, :3] = 0
-    with pytest.raises(UnsupportedGenerationError, match=r"3 masked \(0\) position\(s\).*Allowed: an unpadded"):
+    mask[0, 3:6] = 0
+    with pytest.raises(UnsupportedGenerationError, match=r"3 masked \(0\) position\(s\).*Allowed: no attention_mask"):
         target.generate(ids, attention_mask=mask, max_new_tokens=4, assistant_model=draft)
 
 

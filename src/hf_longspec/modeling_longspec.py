@@ -403,15 +403,18 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         ring.write(keys, values, position_ids, valid)
 
     @torch.no_grad()
-    def start(self, input_ids: torch.Tensor, ring: DraftRingBuffer | None = None) -> DraftRingBuffer:
-        """A ring buffer (fresh, or ``ring`` cleared in place) holding the prompt's last `window`
-        tokens; nothing else is run."""
+    def start(self, input_ids: torch.Tensor, ring: DraftRingBuffer | None = None,
+              starts: torch.Tensor | None = None) -> DraftRingBuffer:
+        """A ring buffer (fresh, or ``ring`` cleared in place) holding each row's last `window` prompt
+        tokens; nothing else is run. ``starts`` (B,): left padding per row; padding never enters
+        the ring, and row b's first real token sits at position 0."""
         ring = ring if ring is not None else self.new_ring_buffer(input_ids.shape[0])
         ring.clear()
-        seq = input_ids.shape[1]
+        batch, seq = input_ids.shape
         keep = min(seq, ring.window)
-        positions = torch.arange(seq - keep, seq, device=input_ids.device)[None].expand(input_ids.shape[0], -1)
-        self.commit(ring, input_ids[:, -keep:], positions)
+        lengths = seq - (starts if starts is not None else torch.zeros(batch, dtype=torch.long, device=input_ids.device))
+        positions = lengths[:, None] - keep + torch.arange(keep, device=input_ids.device)[None]
+        self.commit(ring, input_ids[:, -keep:], positions, valid=positions >= 0)
         return ring
 
     @torch.no_grad()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
 from ..tree_options import check_tree_options
@@ -9,7 +11,7 @@ from .decoder import VERIFY_MODES
 
 
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
-                  max_nodes=None) -> None:
+                  max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
     if draft is None:
         raise UnsupportedGenerationError("longspec_generate needs longspec_draft=<LongSpecDraftModel bound to the target>.")
@@ -41,11 +43,19 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         raise UnsupportedGenerationError(
             f"num_return_sequences={generation_config.num_return_sequences}: LongSpec speculation returns one sequence."
         )
-    if input_ids.shape[0] != 1:
-        raise UnsupportedGenerationError(
-            f"LongSpec speculation supports batch size 1; got batch size {input_ids.shape[0]} "
-            "(num_return_sequences counts too)."
-        )
+    batch = input_ids.shape[0]
+    if batch > 1:
+        on_host = generation_config.do_sample or (logits_processor is not None and len(logits_processor) > 0) or (
+            generation_config.return_dict_in_generate
+            and (generation_config.output_scores or generation_config.output_logits))
+        if on_host:
+            raise UnsupportedGenerationError(
+                f"batch size {batch} (num_return_sequences counts too): LongSpec speculates batches with greedy "
+                "decoding and no logits processors or returned scores; allowed: batch size 1 for sampling, "
+                "processors (repetition_penalty, ...) or output_scores/output_logits."
+            )
+        if streamer is not None:
+            raise UnsupportedGenerationError(f"a streamer supports batch size 1, like generate(); got batch size {batch}.")
     if generation_config.output_attentions or generation_config.output_hidden_states:
         raise UnsupportedGenerationError(
             "output_attentions / output_hidden_states are not available with LongSpec speculation; "
@@ -58,11 +68,19 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is not None and not bool((attention_mask == 1).all()):
         masked = int((attention_mask != 1).sum())
-        raise UnsupportedGenerationError(
-            f"LongSpec speculation does not support padded inputs: the attention_mask has {masked} masked (0) "
-            f"position(s) out of {attention_mask.shape[-1]}. Allowed: an unpadded prompt, i.e. no attention_mask "
-            "or one of all 1s (strip the padding of a single prompt before calling generate)."
-        )
+        ones = attention_mask.long().sum(dim=1, keepdim=True)
+        left_padded = bool((attention_mask.long() == (torch.arange(attention_mask.shape[1], device=attention_mask.device)
+                                                        >= attention_mask.shape[1] - ones).long()).all())
+        if not left_padded:
+            raise UnsupportedGenerationError(
+                f"LongSpec speculation supports left padding only: the attention_mask has {masked} masked (0) "
+                f"position(s) out of {attention_mask.numel()} that are not all at the start of their rows. Allowed: "
+                "no attention_mask, one of all 1s, or left padding (tokenizer padding_side='left', as generate() "
+                "expects for decoder-only models)."
+            )
+        if int(cache_from_model_kwargs(model_kwargs).get_seq_length()) > 0:
+            raise UnsupportedGenerationError("a left-padded prompt with an already filled cache is not supported; "
+                                             "pass the whole prompt with an empty cache.")
     max_positions = model.config.get_text_config().max_position_embeddings
     if generation_config.max_length > max_positions:
         raise UnsupportedGenerationError(

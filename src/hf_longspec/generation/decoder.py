@@ -60,6 +60,7 @@ class LongSpecDecoder:
         target_keys, target_values = self.cache.layer_kv(draft.target_layer_index)
         self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths)
         self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
         self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
         self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
         # packed result of a round, per row: [accepted, non_chain, emitted tokens (D+1)]
@@ -80,16 +81,26 @@ class LongSpecDecoder:
 
     # ------------------------------------------------------------------ setup per generate() call
     @torch.no_grad()
-    def start(self, prompt_ids: torch.Tensor, prefill_cache, first_tokens: torch.Tensor) -> None:
+    def start(self, prompt_ids: torch.Tensor, prefill_cache, first_tokens: torch.Tensor,
+              attention_mask: torch.Tensor | None = None) -> None:
         """Load the prompt's prefilled target cache and the draft's ring; ``first_tokens`` (B,) are
-        the roots of the first round (emitted, not yet run through the target)."""
+        the roots of the first round (emitted, not yet run through the target). With a left-padded
+        ``attention_mask`` each row's real tokens are moved to the start of its buffers."""
         length = prompt_ids.shape[1]
-        if length + self.layout.num_nodes > self.capacity:
+        starts = [0] * prompt_ids.shape[0]
+        if attention_mask is not None:
+            starts = (attention_mask.shape[1] - attention_mask.long().sum(dim=1)).tolist()
+        if length - min(starts) + self.layout.num_nodes > self.capacity:
             raise ValueError(f"a {length}-token prompt and a {self.layout.num_nodes}-node tree do not fit "
                              f"the cache capacity {self.capacity}")
-        self.cache.load(prefill_cache, length)
-        self.draft.start(prompt_ids, ring=self.context.ring)
+        self.cache.load(prefill_cache, length, starts)
+        self.draft.start(prompt_ids, ring=self.context.ring, starts=torch.tensor(starts, device=self.device))
         self.root_tokens.copy_(first_tokens)
+        self.active.fill_(True)
+
+    def set_active(self, rows: list[bool]) -> None:
+        """Rows still generating; finished rows stop committing (their lengths freeze)."""
+        self.active.copy_(torch.tensor(rows, dtype=torch.bool))
 
     # ------------------------------------------------------------------ the round, device only
     def _verify_forward(self) -> torch.Tensor:
@@ -124,12 +135,14 @@ class LongSpecDecoder:
         self._draft(self._greedy_drafter)
 
     def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
-        """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become roots."""
+        """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become
+        roots. Finished rows (``active`` False) keep everything as it is."""
+        accepted = accepted * self.active
         positions = self.cache.lengths[:, None] + torch.arange(path_nodes.shape[1], device=self.device)[None]
         valid = positions < (self.cache.lengths + accepted)[:, None]
         self.draft.commit(self.context.ring, self.tree.tokens.gather(1, path_nodes), positions, valid)
         self.cache.commit(path_nodes, accepted)
-        self.root_tokens.copy_(roots)
+        self.root_tokens.copy_(torch.where(self.active, roots, self.root_tokens))
 
     @torch.no_grad()
     def round(self) -> None:
@@ -154,7 +167,7 @@ class LongSpecDecoder:
         else:
             self._graph.replay()
         result = self.result.cpu()
-        self.cache.host_length = int(self.cache.host_length + result[0, 0])
+        self.cache.host_length = int(self.cache.host_length + result[:, 0].max())
         return result
 
     def _warm_up(self) -> None:
@@ -212,9 +225,9 @@ class LongSpecDecoder:
         return TreeDrafter(self.draft, self.layout, self.tree, logits_processor, do_sample)
 
     # ------------------------------------------------------------------ end of a generate() call
-    def finish(self, committed_length: int, destination_cache) -> None:
-        """Crop to what was emitted (a stop inside an accepted path) and hand the cache back."""
-        self.cache.lengths.fill_(committed_length)
-        self.cache.host_length = committed_length
+    def finish(self, committed_lengths: list[int], destination_cache) -> None:
+        """Crop each row to what it emitted (a stop inside an accepted path) and hand the cache back."""
+        self.cache.lengths.copy_(torch.tensor(committed_lengths))
+        self.cache.host_length = max(committed_lengths)
         if destination_cache is not None:
-            self.cache.export_to(destination_cache, committed_length)
+            self.cache.export_to(destination_cache, committed_lengths)

@@ -70,20 +70,20 @@ class _Emitter:
 
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
-                     sampling: bool, compile: bool) -> LongSpecDecoder:
+                     sampling: bool, compile: bool, batch_size: int = 1) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones)."""
     weight = draft.target.get_input_embeddings().weight
-    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, verify_mode, use_graphs, sampling,
-           compile)
+    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, batch_size, verify_mode, use_graphs,
+           sampling, compile)
     with _POOL_LOCK:
         pool = draft.__dict__.setdefault("_longspec_decoders", {}).setdefault(key, [])
         for decoder in pool:
             if not decoder.busy:
                 decoder.busy = True
                 return decoder
-    decoder = LongSpecDecoder(draft, layout, capacity, verify_mode=verify_mode, use_cuda_graphs=use_graphs,
-                              sampling=sampling, compile=compile)
+    decoder = LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
+                              use_cuda_graphs=use_graphs, sampling=sampling, compile=compile)
     decoder.busy = True
     with _POOL_LOCK:
         pool.append(decoder)
@@ -119,7 +119,7 @@ def longspec_generate(
     if synced_gpus:
         raise UnsupportedGenerationError("synced_gpus is not supported with LongSpec speculation.")
     check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention,
-                  longspec_tree_widths, longspec_max_nodes)
+                  longspec_tree_widths, longspec_max_nodes, logits_processor, longspec_streamer)
     stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
@@ -131,70 +131,106 @@ def longspec_generate(
     on_host = do_sample or processors is not None or keep_scores
 
     cache = cache_from_model_kwargs(model_kwargs)
+    batch = input_ids.shape[0]
     stats = LongSpecStats(prompt_tokens=input_ids.shape[1])
     draft.last_stats = stats
     streamer = longspec_streamer
     if streamer is not None:
         streamer.put(input_ids.cpu())
-    emitter = _Emitter(input_ids, generation_config.max_length, stopping_criteria, streamer, keep_scores)
+    emitters = [_Emitter(input_ids[row : row + 1], generation_config.max_length, stopping_criteria, streamer,
+                         keep_scores) for row in range(batch)]
+    attention_mask = model_kwargs.get("attention_mask")
+    if attention_mask is not None and bool((attention_mask == 1).all()):
+        attention_mask = None  # nothing padded: every row's positions are 0..L-1
 
     with torch.no_grad():
         cached = int(cache.get_seq_length())
-        positions = torch.arange(cached, input_ids.shape[1], device=input_ids.device)[None]
-        out = model(input_ids=input_ids[:, cached:], position_ids=positions, logits_to_keep=1,
+        if attention_mask is None:
+            positions = torch.arange(cached, input_ids.shape[1], device=input_ids.device)[None].expand(batch, -1)
+            padding = {}
+        else:  # left padding: positions count real tokens only, as generate() computes them
+            positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, cached:]
+            padding = {"attention_mask": attention_mask}
+        out = model(input_ids=input_ids[:, cached:], position_ids=positions, logits_to_keep=1, **padding,
                     **{cache_argument_name(model): cache, "use_cache": True})
         logits = out.logits[:, -1].to(dtype=torch.float32)
         del out
         scores = processors(input_ids, logits) if processors is not None else logits
         first = torch.multinomial(torch.softmax(scores, -1), 1)[:, 0] if do_sample else scores.argmax(-1)
-        emitter.emit([int(first[0])], [scores], [logits])
+        for row, emitter in enumerate(emitters):
+            emitter.emit([int(first[row])], [scores[row : row + 1]], [logits[row : row + 1]])
 
-    if not emitter.finished and layout.depth > 0:
+    if not all(e.finished for e in emitters) and layout.depth > 0:
         capacity = bucketed_capacity(generation_config.max_length, layout)
         compile_round = longspec_compile if longspec_compile is not None else input_ids.device.type == "cuda"
         decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample,
-                                   bool(compile_round) and not on_host)
+                                   bool(compile_round) and not on_host, batch)
         try:
-            _speculate(decoder, input_ids, cache, first, emitter, stats, on_host, processors, do_sample, keep_scores)
+            _speculate(decoder, input_ids, attention_mask, cache, first, emitters, stats, on_host, processors,
+                       do_sample, keep_scores)
         finally:
             decoder.busy = False
-    elif not emitter.finished:  # no tree at all (a node budget of 0): plain decoding would be needed
+    elif not all(e.finished for e in emitters):  # no tree at all (a node budget of 0)
         raise UnsupportedGenerationError(f"the tree widths {list(widths)} with max_nodes={max_nodes} draft no node")
 
-    sequence = emitter.sequence.clone()
+    sequence = _right_padded([e.sequence for e in emitters], generation_config)
     stats.new_tokens = sequence.shape[1] - input_ids.shape[1]
     if streamer is not None:
         streamer.end()
     if not generation_config.return_dict_in_generate:
         return sequence
-    return _generate_output(sequence, emitter, generation_config, cache)
+    return _generate_output(sequence, emitters[0], generation_config, cache)
 
 
-def _speculate(decoder: LongSpecDecoder, input_ids, cache, first, emitter: _Emitter, stats: LongSpecStats,
-               on_host: bool, processors, do_sample: bool, keep_scores: bool) -> None:
-    decoder.start(input_ids, cache, first)
+def _right_padded(sequences: list[torch.Tensor], generation_config) -> torch.Tensor:
+    """Rows that stopped early are filled with the pad token, as generate() fills finished rows."""
+    longest = max(s.shape[1] for s in sequences)
+    if all(s.shape[1] == longest for s in sequences):
+        return torch.cat(sequences).clone()
+    pad = generation_config.pad_token_id
+    if pad is None:
+        eos = generation_config.eos_token_id
+        pad = (eos[0] if isinstance(eos, (list, tuple)) else eos) if eos is not None else 0
+    out = sequences[0].new_full((len(sequences), longest), int(pad))
+    for row, s in enumerate(sequences):
+        out[row, : s.shape[1]] = s[0]
+    return out
+
+
+def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first, emitters: list[_Emitter],
+               stats: LongSpecStats, on_host: bool, processors, do_sample: bool, keep_scores: bool) -> None:
+    decoder.start(input_ids, cache, first, attention_mask)
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
     verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
     had_graph, had_warm_up = decoder._graph is not None, decoder.warmup_seconds is not None
     drafted = decoder.layout.num_nodes - 1
+    padding = [input_ids.shape[1] - int(m.sum()) for m in attention_mask] if attention_mask is not None else None
+    active = [not e.finished for e in emitters]
+    if not all(active):
+        decoder.set_active(active)
     try:
-        while not emitter.finished:
-            if on_host:
+        while any(active):
+            if on_host:  # batch size 1 (checked)
+                emitter = emitters[0]
                 path = decoder.round_on_host(drafter, verifier, emitter.sequence)
-                tokens, non_chain = path.tokens, _is_non_chain(decoder, path.accepted_nodes)
-                emitted = emitter.emit(tokens, path.scores or None, path.logits or None)
+                rows = [(0, path.tokens, _is_non_chain(decoder, path.accepted_nodes), path.scores, path.logits)]
             else:
-                result = decoder.run_round()[0].tolist()
-                non_chain, tokens = result[1], result[2 : 2 + result[0]]
-                emitted = emitter.emit(tokens)
-            stats.rounds += 1
-            stats.drafted_nodes += drafted
-            stats.emitted_tokens += emitted
-            stats.accepted_lengths[emitted] += 1
-            stats.non_chain_commits += int(bool(non_chain))
+                result = decoder.run_round().tolist()
+                rows = [(row, r[2 : 2 + r[0]], r[1], None, None) for row, r in enumerate(result) if active[row]]
+            for row, tokens, non_chain, scores, logits in rows:
+                emitted = emitters[row].emit(tokens, scores or None, logits or None)
+                stats.rounds += 1
+                stats.drafted_nodes += drafted
+                stats.emitted_tokens += emitted
+                stats.accepted_lengths[emitted] += 1
+                stats.non_chain_commits += int(bool(non_chain))
+            running = [not e.finished for e in emitters]
+            if running != active:
+                active = running
+                decoder.set_active(active)
     finally:
-        # everything before the last emitted token is committed; the last one is not (it is a root)
-        decoder.finish(emitter.length - 1, cache)
+        # everything before a row's last emitted token is committed; the last one is not (it is a root)
+        decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], cache)
     stats.cuda_graphs = decoder._graph is not None
     stats.compiled = decoder.compiled
     if decoder._graph is not None and not had_graph:

@@ -79,15 +79,18 @@ class TreeKVCache(Cache):
         return layer.keys, layer.values
 
     @torch.no_grad()
-    def load(self, source: Cache, length: int) -> None:
-        """Copy the first ``length`` entries of every layer of another cache (e.g. the prefill's)."""
-        if length > self.capacity:
-            raise ValueError(f"{length} cached tokens do not fit a cache of capacity {self.capacity}")
+    def load(self, source: Cache, length: int, starts: list[int] | None = None) -> None:
+        """Copy every layer of another cache (e.g. the prefill's): row b's entries [starts[b], length)
+        (left padding skipped) land at [0, length - starts[b]), so each row's prefix starts at 0."""
+        starts = starts or [0] * self.lengths.shape[0]
+        if length - min(starts) > self.capacity:
+            raise ValueError(f"{length - min(starts)} cached tokens do not fit a cache of capacity {self.capacity}")
         for mine, theirs in zip(self.layers, source.layers):
-            mine.keys[:, :, :length].copy_(theirs.keys[:, :, :length])
-            mine.values[:, :, :length].copy_(theirs.values[:, :, :length])
-        self.lengths.fill_(length)
-        self.host_length = length
+            for row, start in enumerate(starts):
+                mine.keys[row, :, : length - start].copy_(theirs.keys[row, :, start:length])
+                mine.values[row, :, : length - start].copy_(theirs.values[row, :, start:length])
+        self.lengths.copy_(torch.tensor([length - start for start in starts]))
+        self.host_length = length - min(starts)
 
     @torch.no_grad()
     def commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor) -> None:
@@ -106,18 +109,23 @@ class TreeKVCache(Cache):
         self.storage.scatter_(4, target.expand_as(source), kept)
         self.lengths.add_(accepted)
 
-    def export_to(self, destination: Cache, length: int) -> None:
-        """Write the first ``length`` committed entries back into the cache generate() handed us."""
+    def export_to(self, destination: Cache, lengths: list[int]) -> None:
+        """Write the committed entries back into the cache generate() handed us: row b's first
+        lengths[b] entries, left-aligned like a batch of unpadded rows (shorter rows end in zeros)."""
         from transformers.cache_utils import DynamicLayer
 
-        for layer_index, (mine, theirs) in enumerate(zip(self.layers, destination.layers)):
-            keys, values = mine.keys[:, :, :length].clone(), mine.values[:, :, :length].clone()
+        longest = max(lengths)
+        valid = torch.arange(longest, device=self.lengths.device)[None, :] < torch.tensor(lengths, device=self.lengths.device)[:, None]
+        keep = valid[:, None, :, None]
+        for mine, theirs in zip(self.layers, destination.layers):
+            keys = mine.keys[:, :, :longest] * keep
+            values = mine.values[:, :, :longest] * keep
             if isinstance(theirs, DynamicLayer):
                 theirs.keys, theirs.values = keys, values
             else:  # a StaticLayer (cache_implementation="static"): rewrite its buffers in place
                 theirs.keys.zero_()
                 theirs.values.zero_()
-                theirs.keys[:, :, :length].copy_(keys)
-                theirs.values[:, :, :length].copy_(values)
+                theirs.keys[:, :, :longest].copy_(keys)
+                theirs.values[:, :, :longest].copy_(values)
                 if hasattr(theirs, "cumulative_length"):
-                    theirs.cumulative_length.fill_(length)
+                    theirs.cumulative_length.fill_(longest)

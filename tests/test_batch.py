@@ -1,0 +1,91 @@
+"""Batched tree speculation: left-padded prompts of different lengths, one target forward per round
+for the whole batch, per-row acceptance and commit, rows that stop early. Greedy output must equal
+vanilla batched generate, and each row must equal that row generated alone (float32)."""
+
+import pytest
+import torch
+
+from conftest import perturbed_pair
+from hf_longspec import UnsupportedGenerationError
+from hf_longspec.testing import SteeredDraft
+
+NEW = 20
+
+
+def _left_padded(lengths=(30, 22, 27), vocab=96, seed=5):
+    generator = torch.Generator().manual_seed(seed)
+    rows = [torch.randint(1, vocab, (n,), generator=generator) for n in lengths]
+    width = max(lengths)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):], mask[i, width - len(row):] = row, 1
+    return rows, ids, mask
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target, draft = perturbed_pair((3, 3, 3))
+    target.generation_config.pad_token_id = 0
+    return target, draft
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "masked"])
+def test_batch_equals_vanilla_batched_and_each_row_alone(pair, mode):
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+    reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW, do_sample=False,
+                          longspec_verify_attention=mode)
+    assert torch.equal(out, reference)
+    assert draft.last_stats.emitted_tokens == len(rows) * (NEW - 1)  # every row's rounds, the prefill token aside
+    for i, row in enumerate(rows):
+        alone = target.generate(row[None], assistant_model=draft, max_new_tokens=NEW, do_sample=False)
+        assert torch.equal(alone[0, -NEW:], out[i, -NEW:]), f"row {i}"
+
+
+def test_rows_accept_different_paths_in_one_round(pair):
+    """Row 0 is steered onto its own continuation (non-chain multi-token commits), rows 1-2 accept
+    roots only: per-row acceptance, per-row commit and per-row positions all decide the output."""
+    target, _ = pair
+    rows, ids, mask = _left_padded()
+    reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    row0 = target.generate(rows[0][None], max_new_tokens=NEW + 5, do_sample=False)
+    steered = SteeredDraft.from_target(target, row0, ranks=(0, 1, 2), sliding_window=16, tree_widths=[3, 3, 3])
+    out = target.generate(ids, attention_mask=mask, assistant_model=steered, max_new_tokens=NEW, do_sample=False)
+    assert torch.equal(out, reference)
+    stats = steered.last_stats
+    assert stats.non_chain_commits > 0 and max(stats.histogram()) == 4 and min(stats.histogram()) == 1
+
+
+def test_a_row_that_hits_eos_stops_without_stalling_the_others(pair):
+    target, draft = pair
+    _, ids, mask = _left_padded()
+    free = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    eos = int(free[1, ids.shape[1] + 4])  # row 1's 5th new token
+    reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, eos_token_id=eos)
+    out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW, do_sample=False,
+                          eos_token_id=eos)
+    assert torch.equal(out, reference)  # the finished row is filled with the pad token, as generate() does
+    assert (out[1, ids.shape[1] + 5:] == target.generation_config.pad_token_id).all()
+
+
+def test_padding_never_enters_the_ring(pair):
+    target, draft = pair
+    _, ids, mask = _left_padded()
+    starts = (ids.shape[1] - mask.sum(dim=1))
+    ring = draft.start(ids, starts=starts)
+    for row in range(ids.shape[0]):
+        held = ring.positions[row][ring.positions[row] >= 0].sort().values
+        real = int(mask[row].sum())
+        assert held.tolist() == list(range(max(0, real - ring.window), real))  # exactly the real tokens
+
+
+def test_batch_refusals_name_what_is_allowed(pair):
+    target, draft = pair
+    _, ids, mask = _left_padded()
+    with pytest.raises(UnsupportedGenerationError, match="batch size 3.*greedy decoding and no logits processors"):
+        target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, do_sample=True)
+    right = mask.flip(1)
+    with pytest.raises(UnsupportedGenerationError, match="left padding only"):
+        target.generate(ids.flip(1), attention_mask=right, assistant_model=draft, max_new_tokens=4)
