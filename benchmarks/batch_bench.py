@@ -1,0 +1,89 @@
+"""Batched decoding: LongSpec against batched vanilla static, per batch size (for the batch issue).
+
+    PYTHONPATH=src python benchmarks/batch_bench.py --out DIR [--batch-sizes 1 4 8 16] [--lengths 4096 8000]
+    PYTHONPATH=src python benchmarks/batch_bench.py --quick --out DIR      # CPU smoke run, tiny sizes
+
+Per (length, batch size B): B eval-split prompts of exactly `length` tokens (code and prose
+alternating, so no padding is needed), greedy, the shipped draft. Methods, interleaved, each timed
+after a first (compile / capture) call of the same shape:
+- vanilla_static: `generate(ids, cache_implementation="static")` on the (B, length) batch;
+- longspec: `generate(ids, assistant_model=draft)` on the same batch.
+Decode tokens/s = B x (new tokens - 1) / (call time - time of a 1-token call): the whole batch's
+throughput after the prefill. Also reported: tau per row and peak CUDA memory above the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.bench.workloads import build_workloads
+from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+
+
+def timed_call(target, ids, new_tokens, **kwargs) -> float:
+    if ids.device.type == "cuda":
+        torch.cuda.synchronize()
+    begin = time.perf_counter()
+    target.generate(ids, max_new_tokens=new_tokens, do_sample=False, **kwargs)
+    if ids.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - begin
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    parser.add_argument("--lengths", type=int, nargs="+", default=None)
+    parser.add_argument("--new-tokens", type=int, default=None)
+    args = parser.parse_args(argv)
+    device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda"
+    batch_sizes = args.batch_sizes or ([1, 2] if args.quick else [1, 4, 8, 16])
+    lengths = args.lengths or ([256] if args.quick else [4096, 8000])
+    new_tokens = args.new_tokens or (8 if args.quick else 128)
+    target, tokenizer = load_embedded_target(device=device)
+    draft = load_embedded_draft(target)
+    # every row generates exactly new_tokens (no eos), so both methods do the same work
+    target.generation_config.pad_token_id = target.generation_config.eos_token_id
+    target.generation_config.eos_token_id = None
+    rows = []
+    for length in lengths:
+        per_kind = -(-max(batch_sizes) // 2)
+        prompts = build_workloads(tokenizer, [length], ["code", "prose"], per_kind, seed=0)
+        for batch in batch_sizes:
+            ids = torch.tensor([w.input_ids for w in prompts[:batch]], device=device)
+            row = {"length": length, "batch": batch}
+            for method, kwargs in (("vanilla_static", {"cache_implementation": "static"}),
+                                   ("longspec", {"assistant_model": draft})):
+                if "assistant_model" not in kwargs:
+                    target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention
+                row[f"{method}_first_call_s"] = timed_call(target, ids, new_tokens, **kwargs)
+                prefill = min(timed_call(target, ids, 1, **kwargs) for _ in range(2))
+                whole = min(timed_call(target, ids, new_tokens, **kwargs) for _ in range(2))
+                row[f"{method}_decode_tokens_per_s"] = batch * (new_tokens - 1) / (whole - prefill)
+                if "assistant_model" in kwargs:
+                    row["tau_per_row"] = draft.last_stats.tau
+            row["speedup"] = row["longspec_decode_tokens_per_s"] / row["vanilla_static_decode_tokens_per_s"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "batch_bench.json").write_text(json.dumps({"machine": machine_info(torch.device(device), sys.argv),
+                                                      "new_tokens": new_tokens, "rows": rows}, indent=1, default=str))
+    lines = ["| length | batch | vanilla static tok/s | LongSpec tok/s | speedup | tau per row |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['length']} | {r['batch']} | {r['vanilla_static_decode_tokens_per_s']:.0f} | "
+              f"{r['longspec_decode_tokens_per_s']:.0f} | {r['speedup']:.2f}x | {r['tau_per_row']:.2f} |" for r in rows]
+    (out / "batch_bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
