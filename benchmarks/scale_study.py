@@ -73,14 +73,16 @@ def capture(fn, device):
     return graph.replay
 
 
-def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False) -> dict:
+def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False,
+                batch: int = 1) -> dict:
     use_hybrid_attention(target)  # the vanilla runs switched it back to plain sdpa
-    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), compile=compile)
+    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), batch_size=batch,
+                              compile=compile)
     with torch.no_grad():
         decoder.cache.storage.normal_(0, 0.5)
         decoder.cache.lengths.fill_(length)
         decoder.cache.host_length = length
-        ids = torch.randint(0, target.config.vocab_size, (1, length), device=device)
+        ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
         draft.start(ids, ring=decoder.context.ring)
         decoder.root_tokens.fill_(1)
     results = {}
@@ -101,9 +103,9 @@ def round_costs(target, draft, layout, length: int, repeats: int, device, compil
     return results  # the decoder and its graphs are freed with this frame
 
 
-def vanilla_step(target, length: int, device) -> dict:
+def vanilla_step(target, length: int, device, batch: int = 1) -> dict:
     """generate(cache_implementation="static"): per-token time from a 33- and a 1-token call."""
-    ids = torch.randint(0, target.config.vocab_size, (1, length), device=device)
+    ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
 
     def call(new):
         if device.type == "cuda":
@@ -121,14 +123,14 @@ def vanilla_step(target, length: int, device) -> dict:
     return {"vanilla_static_step_ms": 1000 * (many - one) / 32, "vanilla_first_call_s": first}
 
 
-def floors(config, draft, layout, length: int, bandwidth: float, itemsize: int = 2) -> dict:
+def floors(config, draft, layout, length: int, bandwidth: float, itemsize: int = 2, batch: int = 1) -> dict:
     head_dim = config.hidden_size // config.num_attention_heads
     weights = sum(p.numel() for p in draft.target.parameters()) * itemsize
     kv_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * itemsize
     draft_weights = sum(p.numel() for p in draft.parameters()) * itemsize
     lm_head = config.vocab_size * config.hidden_size * itemsize
-    cross_kv = 2 * config.num_key_value_heads * head_dim * itemsize * length
-    vanilla = weights + kv_token * length
+    cross_kv = 2 * config.num_key_value_heads * head_dim * itemsize * length * batch
+    vanilla = weights + kv_token * length * batch
     draft_reads = layout.depth * (draft_weights + lm_head + cross_kv)
     return {"vanilla_floor_ms": 1000 * vanilla / bandwidth, "round_floor_ms": 1000 * (vanilla + draft_reads) / bandwidth,
             "draft_share_of_round_floor": draft_reads / (vanilla + draft_reads),
@@ -143,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--vanilla-contexts", type=int, nargs="+", default=None,
                         help="contexts at which to time the compiled vanilla step (default: all)")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
+                        help="rows per round / step (the batch issue: 1 4 8 16 at 32k)")
     parser.add_argument("--compile-contexts", type=int, nargs="*", default=[],
                         help="contexts at which the round is also timed with torch.compile (compile costs minutes)")
     args = parser.parse_args(argv)
@@ -162,33 +166,35 @@ def main(argv=None):
     bandwidth = copy_bandwidth(device)["bytes_per_s"]
     rows = []
     for length in contexts:
-        row = {"context": length, **round_costs(target, draft, layout, length, args.repeats, device),
-               **floors(config, draft, layout, length, bandwidth)}
-        if length in vanilla_contexts:
-            target.set_attn_implementation("sdpa")
-            row.update(vanilla_step(target, length, device))
-            row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
-        row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
-        if length in args.compile_contexts:
-            begin = time.perf_counter()
-            compiled = round_costs(target, draft, layout, length, args.repeats, device, compile=True)
-            row["compiled"] = {**compiled, "setup_and_compile_s": time.perf_counter() - begin}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        for batch in args.batch_sizes:
+            row = {"context": length, "batch": batch,
+                   **round_costs(target, draft, layout, length, args.repeats, device, batch=batch),
+                   **floors(config, draft, layout, length, bandwidth, batch=batch)}
+            if length in vanilla_contexts:
+                target.set_attn_implementation("sdpa")
+                row.update(vanilla_step(target, length, device, batch))
+                row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
+            row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
+            if length in args.compile_contexts and batch == 1:
+                begin = time.perf_counter()
+                compiled = round_costs(target, draft, layout, length, args.repeats, device, compile=True)
+                row["compiled"] = {**compiled, "setup_and_compile_s": time.perf_counter() - begin}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     result = {"machine": machine_info(device, sys.argv), "shape": shape, "tree": list(layout.widths),
               "copy_bandwidth_bytes_per_s": bandwidth, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale_study.json").write_text(json.dumps(result, indent=1, default=str))
-    header = ("| context | round (graph) | draft | verify fwd | accept+commit | vanilla static step | round / step "
+    header = ("| context | batch | round (graph) | draft | verify fwd | accept+commit | vanilla static step | round / step "
               "| round floor | round / floor | vanilla floor | draft share of floor |")
-    lines = [header, "|" + "---|" * 11]
+    lines = [header, "|" + "---|" * 12]
     for r in rows:
         step = r.get("vanilla_static_step_ms")
         step_text = f"{step:.2f} ms" if step else "-"
         ratio_text = f"{r['round_over_vanilla_step']:.2f}x" if step else "-"
         lines.append(
-            f"| {r['context']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | {r['verify_forward_ms']:.2f} | "
+            f"| {r['context']} | {r['batch']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | {r['verify_forward_ms']:.2f} | "
             f"{r['accept_commit_rest_ms']:.2f} | {step_text} | {ratio_text} | {r['round_floor_ms']:.2f} ms | "
             f"{r['round_over_own_floor']:.2f}x | {r['vanilla_floor_ms']:.2f} ms | {r['draft_share_of_round_floor']:.0%} |")
     table = "\n".join(lines)

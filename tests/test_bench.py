@@ -138,4 +138,4 @@ def test_scale_study_quick(tmp_path, monkeypatch, capsys):
         assert row["round_floor_ms"] > row["vanilla_floor_ms"] > 0
     assert "vanilla_static_step_ms" not in result["rows"][0] and result["rows"][1]["vanilla_static_step_ms"] > 0
     assert result["rows"][0]["draft_state_bytes"] == result["rows"][1]["draft_state_bytes"]  # constant in context
-    assert "| context | round (graph) |" in capsys.readouterr().out
+    assert "| context | batch | round (graph) |" in capsys.readouterr().out
