@@ -158,6 +158,17 @@ def test_returned_cache_equals_vanillas_after_non_chain_commits(cache_implementa
         assert torch.allclose(a.values[:, :, :length], b.values[:, :, :length], atol=1e-5)
 
 
+def test_decoders_are_reused_across_calls_and_can_be_released():
+    from hf_longspec.generation import release_decoders
+
+    ids, reference = _reference(20)
+    target, draft = _steered(reference, (3, 3, 3), ranks=(0, 1, 2))
+    for _ in range(2):  # same shape bucket: the second call reuses the first call's buffers
+        assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False), reference)
+    assert release_decoders(draft) == 1 and release_decoders(draft) == 0
+    assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False), reference)
+
+
 def test_greedy_non_chain_paths_with_processors_match_vanilla():
     """Accepted multi-token paths under repetition penalty and no-repeat-ngram: the verifier must
     extend the processors' input ids along the path, node by node."""

@@ -9,10 +9,10 @@
 
 from .decoder import LongSpecDecoder
 from .draft_tree import TreeLayout
-from .loop import longspec_generate
+from .loop import longspec_generate, release_decoders
 from .routing import install_longspec_generate
 from .stats import LongSpecStats
 from .tree_cache import TreeKVCache
 
 __all__ = ["LongSpecDecoder", "LongSpecStats", "TreeKVCache", "TreeLayout", "install_longspec_generate",
-           "longspec_generate"]
+           "longspec_generate", "release_decoders"]

@@ -90,6 +90,14 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
     return decoder
 
 
+def release_decoders(draft) -> int:
+    """Free the preallocated buffers and captured graphs that generate() kept on ``draft`` for reuse
+    (they are otherwise freed with the draft); returns how many decoders were dropped."""
+    with _POOL_LOCK:
+        pools = draft.__dict__.pop("_longspec_decoders", {})
+    return sum(len(pool) for pool in pools.values())
+
+
 def longspec_generate(
     model,
     input_ids: torch.LongTensor,
