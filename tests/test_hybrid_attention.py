@@ -42,7 +42,7 @@ needs_triton = pytest.mark.skipif(not triton_can_run_on(DEVICE), reason="Triton 
 @pytest.fixture(autouse=True)
 def poisoned_outputs_and_default_backend(monkeypatch):
     monkeypatch.setattr(launch, "POISON_OUTPUTS", True)
-    monkeypatch.setenv("HF_LONGSPEC_TREE_BACKEND", "triton")  # on the CPU too: these tests are about the kernel
+    monkeypatch.setattr(tree_module, "TREE_BACKEND", "triton")  # on the CPU too: these tests are about the kernel
     yield
     set_prefix_backend(None)
 

@@ -2,8 +2,8 @@
 
 Uses the Triton kernel :func:`hf_longspec.kernels.fused_mask_attn` on CUDA, and float32 PyTorch
 math on the CPU: the Triton interpreter is a testing tool (kernel tests call the kernel directly),
-far too slow to verify trees in a real generation. ``HF_LONGSPEC_TREE_BACKEND=triton`` forces the
-kernel wherever Triton can run (the interpreter included), ``=math`` forces the fallback.
+far too slow to verify trees in a real generation. ``HF_LONGSPEC_TREE_BACKEND=triton`` (read once, at
+import) forces the kernel wherever Triton can run (the interpreter included), ``=math`` forces the fallback.
 """
 
 from __future__ import annotations
@@ -21,14 +21,23 @@ from .merge import merge_attention_states
 TREE_BACKEND_ENV_VAR = "HF_LONGSPEC_TREE_BACKEND"
 
 
-def tree_uses_triton(device: torch.device | str) -> bool:
-    """Whether the tree part runs the Triton kernel on ``device`` (else PyTorch float32 math)."""
+def _requested_tree_backend() -> str:
     requested = os.environ.get(TREE_BACKEND_ENV_VAR, "auto")
     if requested not in ("auto", "triton", "math"):
         raise ValueError(f"{TREE_BACKEND_ENV_VAR}={requested!r}; choose auto, triton or math")
-    if requested == "math":
+    return requested
+
+
+# Read once, at import: the attention path reads no environment per call (per layer), which would
+# cost every layer a lookup and let another thread change the backend mid-forward.
+TREE_BACKEND = _requested_tree_backend()
+
+
+def tree_uses_triton(device: torch.device | str) -> bool:
+    """Whether the tree part runs the Triton kernel on ``device`` (else PyTorch float32 math)."""
+    if TREE_BACKEND == "math":
         return False
-    if requested == "auto" and torch.device(device).type != "cuda":
+    if TREE_BACKEND == "auto" and torch.device(device).type != "cuda":
         return False
     return triton_can_run_on(device)
 
