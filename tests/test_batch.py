@@ -89,3 +89,24 @@ def test_batch_refusals_name_what_is_allowed(pair):
     right = mask.flip(1)
     with pytest.raises(UnsupportedGenerationError, match="left padding only"):
         target.generate(ids.flip(1), attention_mask=right, assistant_model=draft, max_new_tokens=4)
+
+
+def test_memory_per_extra_row_is_its_kv_plus_a_constant_draft_state(pair):
+    """What a decoder preallocates grows per row by that row's target KV at the bucket's capacity,
+    plus the draft's ring and tree buffers, which do not depend on the context length."""
+    from hf_longspec.generation import LongSpecDecoder, TreeLayout
+
+    target, draft = pair
+    layout = TreeLayout.plan([3, 3, 3], None, target.config.vocab_size)
+
+    def sizes(batch, capacity):
+        decoder = LongSpecDecoder(draft, layout, capacity, batch_size=batch)
+        context = decoder.context
+        return decoder.cache.nbytes, context.ring.nbytes + context.tree_keys.nbytes + context.tree_values.nbytes
+
+    config = target.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    row_kv = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4  # bytes per token, fp32
+    (kv1, draft1), (kv2, draft2), (kv2_long, draft2_long) = sizes(1, 1024), sizes(2, 1024), sizes(2, 4096)
+    assert kv2 - kv1 == row_kv * 1024 and kv2_long - kv2 == 2 * row_kv * 3072
+    assert draft2 == 2 * draft1 and draft2_long == draft2  # per row constant, whatever the context
