@@ -81,7 +81,6 @@ def round_costs(target, draft, layout, length: int, repeats: int, device, compil
     with torch.no_grad():
         decoder.cache.storage.normal_(0, 0.5)
         decoder.cache.lengths.fill_(length)
-        decoder.cache.host_length = length
         ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
         draft.start(ids, ring=decoder.context.ring)
         decoder.root_tokens.fill_(1)

@@ -166,9 +166,7 @@ class LongSpecDecoder:
             self._warm_up_then_capture()
         else:
             self._graph.replay()
-        result = self.result.cpu()
-        self.cache.host_length = int(self.cache.host_length + result[:, 0].max())
-        return result
+        return self.result.cpu()
 
     def _warm_up(self) -> None:
         """The first round, run eagerly (on a side stream on CUDA, as capture wants): builds the
@@ -218,7 +216,6 @@ class LongSpecDecoder:
         path_nodes = torch.tensor([nodes], device=self.device)
         accepted = torch.tensor([len(path.accepted_nodes)], device=self.device)
         self._commit(path_nodes, accepted, torch.tensor([path.tokens[-1]], device=self.device))
-        self.cache.host_length += len(path.accepted_nodes)
         return path
 
     def host_drafter(self, logits_processor, do_sample: bool) -> TreeDrafter:
@@ -228,6 +225,5 @@ class LongSpecDecoder:
     def finish(self, committed_lengths: list[int], destination_cache) -> None:
         """Crop each row to what it emitted (a stop inside an accepted path) and hand the cache back."""
         self.cache.lengths.copy_(torch.tensor(committed_lengths))
-        self.cache.host_length = max(committed_lengths)
         if destination_cache is not None:
             self.cache.export_to(destination_cache, committed_lengths)

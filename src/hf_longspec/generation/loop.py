@@ -14,7 +14,7 @@ import torch
 from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
-from .acceptance import PathVerifier
+from .acceptance import PathVerifier, first_child_flags
 from .checks import check_request
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
@@ -248,11 +248,9 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first
 
 
 def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int]) -> bool:
-    parents = decoder.tree.parents[0].tolist()
-    previous = {}
-    for node in range(1, decoder.layout.num_nodes):
-        previous.setdefault(parents[node], node)  # first child of each parent (children grouped, best first)
-    return any(previous.get(parents[node]) != node for node in accepted_nodes[1:])
+    """Host-walked rounds: the same test greedy_accept makes on the device."""
+    first = first_child_flags(decoder.layout, decoder.tree.parents)[0].tolist()
+    return not all(first[node] for node in accepted_nodes[1:])
 
 
 def _generate_output(sequence, emitter: _Emitter, generation_config, cache):

@@ -43,7 +43,6 @@ class TreeKVCache(Cache):
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.write_positions = torch.zeros(batch_size, max_tree_nodes, dtype=torch.long, device=device)
         self.capacity = capacity
-        self.host_length = 0  # a host-side mirror, updated once per round after the round's one sync
 
     # ------------------------------------------------------------------ transformers Cache API
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
@@ -90,7 +89,6 @@ class TreeKVCache(Cache):
                 mine.keys[row, :, : length - start].copy_(theirs.keys[row, :, start:length])
                 mine.values[row, :, : length - start].copy_(theirs.values[row, :, start:length])
         self.lengths.copy_(torch.tensor([length - start for start in starts]))
-        self.host_length = length - min(starts)
 
     @torch.no_grad()
     def commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor) -> None:
