@@ -23,6 +23,7 @@ from .configuration_longspec import TARGET_MATCHED_FIELDS, LongSpecDraftConfig
 from .draft_state import DraftRingBuffer, DraftStepContext
 from .errors import DraftNotRoutedError, IncompatibleDraftError, UnboundDraftError, UnsupportedTargetError
 from .target_support import check_supported_target
+from .tensor_parallel import HeadShard, check_shardable, target_head_shard
 
 
 # Called with the target whenever a draft is bound. The decoding package registers its routing
@@ -188,14 +189,28 @@ class LongSpecCrossAttention(nn.Module):
             )
         return self.output(out)
 
-    def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths) -> torch.Tensor:
+    def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths,
+                     shard: HeadShard | None = None) -> torch.Tensor:
         """Decoding path: every drafted node sees the committed entries [0, target_lengths[b]) of the
-        target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device."""
+        target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device.
+
+        With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
+        just the query heads that read them and all-reduce the partial ``o_proj`` outputs."""
         from .attention.prefix import grouped_prefix_attention_varlen
 
-        query = self.project_q(hidden, cos, sin).to(target_keys.dtype)
+        if shard is None:
+            query = self.project_q(hidden, cos, sin).to(target_keys.dtype)
+            out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
+            return self.output(out.flatten(1, 2))
+        start, stop = shard.head_range(self.num_heads)
+        rows = slice(start * self.head_dim, stop * self.head_dim)
+        bias = self.q_proj.bias[rows] if self.q_proj.bias is not None else None
+        query = F.linear(hidden, self.q_proj.weight[rows], bias)
+        query = query.view(*hidden.shape[:2], stop - start, self.head_dim).transpose(1, 2)
+        query = apply_rotary(query, cos, sin).to(target_keys.dtype)
         out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
-        return self.output(out.flatten(1, 2))
+        out = out.flatten(1, 2).transpose(1, 2).reshape(hidden.shape[0], hidden.shape[1], -1)
+        return shard.all_reduce(F.linear(out.to(self.o_proj.weight.dtype), self.o_proj.weight[:, rows]))
 
 
 class LongSpecPreTrainedModel(PreTrainedModel):
@@ -231,6 +246,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         self.norm = LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = LongSpecRotaryEmbedding(config)
         self._bound_target = None  # a plain tuple, never a submodule: target weights stay out of state_dict
+        self._head_shard = None  # set by bind() for a tensor-parallel target: this rank's heads
         self.last_stats = None
         self.post_init()
 
@@ -267,8 +283,12 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 f"target_layer_index {self.config.target_layer_index} is outside the target's {layers} layers "
                 f"(allowed: {-layers}..{layers - 1})"
             )
+        shard = target_head_shard(target)
+        if shard is not None:
+            check_shardable(target_config, shard)
         self.config.target_num_hidden_layers = layers
         self._bound_target = (target,)
+        self._head_shard = shard
         for hook in BIND_HOOKS:  # e.g. generation.routing: makes target.generate route this draft
             hook(target)
         return self
@@ -360,6 +380,12 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         as at inference where the newest 1..depth+1 entries are not verified yet.
         labels follow the transformers convention (unshifted; -100 = ignore).
         """
+        if self._head_shard is not None:
+            raise UnsupportedTargetError(
+                "Training reads one target layer's full KV heads; this draft is bound to a tensor-parallel target "
+                f"(tp_size={self._head_shard.world_size}). Train against a target whole on each device "
+                "(data parallel or FSDP over the draft)."
+            )
         batch, seq = input_ids.shape
         if position_ids is None:
             position_ids = torch.arange(seq, device=input_ids.device)[None].expand(batch, -1)
@@ -448,7 +474,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = hidden + self.self_attn.output(attend(query, keys, values, mask=mask))
         hidden = hidden + self.cross_attn.forward_step(
             self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
-            context.target_lengths,
+            context.target_lengths, self._head_shard,
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return (self._logits(hidden),)

@@ -20,11 +20,6 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         getattr(generation_config, "longspec_tree_widths", None), getattr(generation_config, "longspec_max_nodes", None),
         widths_name="generation_config.longspec_tree_widths", max_nodes_name="generation_config.longspec_max_nodes",
     )
-    if getattr(model, "tp_size", None) not in (None, 1):
-        raise UnsupportedGenerationError(
-            f"The target is tensor-parallel (tp_size={model.tp_size}); LongSpec verification does not support "
-            "sharded targets yet (the draft reads one target layer's full KV heads). Load the target on one device."
-        )
     if draft.target is not model:
         raise IncompatibleDraftError(
             "This draft is bound to another target model; call draft.bind(target) for the model you generate with."

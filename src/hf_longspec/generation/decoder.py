@@ -50,7 +50,10 @@ class LongSpecDecoder:
         self.batch_size, self.capacity, self.verify_mode = batch_size, capacity, verify_mode
         self.use_cuda_graphs = use_cuda_graphs and self.device.type == "cuda"
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.cache = TreeKVCache(config.num_hidden_layers, batch_size, config.num_key_value_heads, head_dim,
+        kv_heads = config.num_key_value_heads  # per rank, for a tensor-parallel target
+        if draft._head_shard is not None:
+            kv_heads = draft._head_shard.local_heads(kv_heads)
+        self.cache = TreeKVCache(config.num_hidden_layers, batch_size, kv_heads, head_dim,
                                  capacity, layout.num_nodes, self.dtype, self.device)
         self.tree = TreeBuffers.allocate(layout, batch_size, self.device, draft.config.vocab_size, keep_probs=sampling)
         ring = draft.new_ring_buffer(batch_size)

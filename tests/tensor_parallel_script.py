@@ -1,0 +1,68 @@
+"""Run by tests/test_tensor_parallel.py (CPU, gloo) and benchmarks/device scripts (GPUs, NCCL), alone or
+under ``torchrun --nproc_per_node N``: greedy LongSpec generate on a target loaded from ``--target``
+(with ``tp_plan="auto"`` when launched by torchrun), with the draft saved in ``--draft``.
+
+Writes ``<out>/rank<R>.json``: the vanilla greedy tokens, LongSpec's tokens with the plain draft and
+with a draft steered onto the single-process reference (non-chain paths), and their round stats.
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from hf_longspec import LongSpecDraftModel
+from hf_longspec.testing import SteeredDraft
+
+
+def last_tree(draft) -> list:
+    """The tokens of the last drafted tree: they follow the real draft's ranking, which a wrongly
+    sharded cross-attention would change even where the (lossless) output does not."""
+    (decoder,) = [d for pool in draft.__dict__["_longspec_decoders"].values() for d in pool]
+    return decoder.tree.tokens.tolist()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--draft", required=True)
+    parser.add_argument("--prompt", required=True, help="a .pt file holding (B, L) prompt ids")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--reference", help="a .pt file holding the single-process greedy sequence (1, L+N)")
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args()
+    distributed = "RANK" in os.environ
+    dtype = getattr(torch, args.dtype)
+    device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
+    load = {"tp_plan": "auto"} if distributed else {"device_map": device}
+    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=dtype, **load).eval()
+    target.generation_config.eos_token_id = None
+    prompt = torch.load(args.prompt).to(target.device)
+    options = {"max_new_tokens": args.new_tokens, "do_sample": False}
+    result = {"tp_size": target.tp_size or 1}
+    result["vanilla"] = target.generate(prompt, **options).tolist()
+
+    draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
+    result["longspec"] = target.generate(prompt, assistant_model=draft, **options).tolist()
+    result["longspec_stats"] = {"rounds": draft.last_stats.rounds, "tau": draft.last_stats.tau}
+    result["last_tree"] = last_tree(draft)
+    if args.reference:
+        steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
+        steered.steer(torch.load(args.reference), ranks=(0, 1, 2))
+        result["steered"] = target.generate(prompt, assistant_model=steered, **options).tolist()
+        stats = steered.last_stats
+        result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
+    rank = int(os.environ.get("RANK", 0))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
+    if distributed:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Tensor-parallel targets: greedy LongSpec on a target sharded over 2 CPU processes (gloo,
+``tp_plan="auto"``) emits, on every rank, exactly the single-process vanilla tokens, with the plain
+draft and with a draft steered onto non-chain paths. The target is a tiny random Llama with 4 query
+and 2 KV heads (SmolLM2's 3 KV heads do not split over 2 ranks) reading real local text."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ByteTokenizer, tiny_llama
+
+SCRIPT = Path(__file__).with_name("tensor_parallel_script.py")
+NEW_TOKENS = 24
+
+
+def _env():
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+def _run(launcher, tmp_path, name, reference=None):
+    out = tmp_path / name
+    args = [*launcher, str(SCRIPT), "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+            "--prompt", str(tmp_path / "prompt.pt"), "--out", str(out), "--new-tokens", str(NEW_TOKENS)]
+    if reference is not None:
+        args += ["--reference", str(reference)]
+    result = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
+
+
+@pytest.fixture(scope="module")
+def saved_pair(tmp_path_factory):
+    from hf_longspec import LongSpecDraftModel
+
+    folder = tmp_path_factory.mktemp("tp")
+    target = tiny_llama(vocab_size=257, hidden_size=64, heads=4, kv_heads=2, layers=2, initializer_range=0.3)
+    target.save_pretrained(folder / "target")
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=[2, 3, 3])
+    with torch.no_grad():
+        for parameter in draft.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    draft.save_pretrained(folder / "draft")
+    text = Path(json.__file__).read_text()[:300]  # real local text: the stdlib's json package
+    torch.save(torch.tensor([ByteTokenizer().encode(text)]), folder / "prompt.pt")
+    return folder
+
+
+def test_two_rank_tensor_parallel_target_emits_single_process_tokens(saved_pair):
+    single = _run([sys.executable], saved_pair, "single")[0]
+    reference = saved_pair / "reference.pt"
+    torch.save(torch.tensor(single["vanilla"]), reference)
+    single = _run([sys.executable], saved_pair, "single_steered", reference)[0]
+    assert single["tp_size"] == 1
+    assert single["longspec"] == single["vanilla"] == single["steered"]
+
+    ranks = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531"],
+                 saved_pair, "tp2", reference)
+    assert len(ranks) == 2 and all(rank["tp_size"] == 2 for rank in ranks)
+    for rank in ranks:
+        assert rank["vanilla"] == single["vanilla"]  # the sharded target itself agrees with one process
+        assert rank["last_tree"] == single["last_tree"]  # the sharded draft drafts what the whole one does
+        assert rank["longspec"] == single["vanilla"]
+        assert rank["steered"] == single["vanilla"]
+        # steering really exercised multi-token, non-chain commits on the sharded cache
+        assert rank["steered_stats"]["non_chain"] > 0 and rank["steered_stats"]["tau"] > 2.0
+    assert ranks[0]["longspec_stats"] == ranks[1]["longspec_stats"]
+    assert ranks[0]["steered_stats"] == ranks[1]["steered_stats"]
+
+
+def test_training_against_a_sharded_target_is_refused():
+    """The draft's training forward reads full KV heads: a draft bound to a TP target says so."""
+    from hf_longspec import LongSpecDraftModel
+    from hf_longspec.errors import UnsupportedTargetError
+    from hf_longspec.tensor_parallel import HeadShard
+
+    target = tiny_llama(heads=4, kv_heads=2)
+    draft = LongSpecDraftModel.from_target(target)
+    draft._head_shard = HeadShard(rank=0, world_size=2, group=None)
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    keys = torch.zeros(1, 2, 8, 16)
+    with pytest.raises(UnsupportedTargetError, match="tensor-parallel"):
+        draft(ids, keys, keys)
+
+
+def test_head_counts_that_do_not_split_are_refused():
+    from hf_longspec.errors import UnsupportedTargetError
+    from hf_longspec.tensor_parallel import HeadShard, check_shardable
+
+    target = tiny_llama(hidden_size=48, heads=6, kv_heads=3)
+    with pytest.raises(UnsupportedTargetError, match="3 KV heads"):
+        check_shardable(target.config, HeadShard(rank=0, world_size=2, group=None))
