@@ -65,7 +65,13 @@ def main(argv=None):
                                    ("longspec", {"assistant_model": draft})):
                 if "assistant_model" not in kwargs:
                     target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    base = torch.cuda.memory_allocated()
                 row[f"{method}_first_call_s"] = timed_call(target, ids, new_tokens, **kwargs)
+                if device == "cuda":
+                    row[f"{method}_peak_memory_above_model_bytes"] = torch.cuda.max_memory_allocated() - base
                 prefill = min(timed_call(target, ids, 1, **kwargs) for _ in range(2))
                 whole = min(timed_call(target, ids, new_tokens, **kwargs) for _ in range(2))
                 row[f"{method}_decode_tokens_per_s"] = batch * (new_tokens - 1) / (whole - prefill)
@@ -74,15 +80,24 @@ def main(argv=None):
             row["speedup"] = row["longspec_decode_tokens_per_s"] / row["vanilla_static_decode_tokens_per_s"]
             rows.append(row)
             print(json.dumps(row), flush=True)
-    out = Path(args.out)
+            write_results(Path(args.out), device, new_tokens, rows)  # after every row: a cut-off run keeps its rows
+    print((Path(args.out) / "batch_bench.md").read_text())
+
+
+def write_results(out: Path, device: str, new_tokens: int, rows: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "batch_bench.json").write_text(json.dumps({"machine": machine_info(torch.device(device), sys.argv),
                                                       "new_tokens": new_tokens, "rows": rows}, indent=1, default=str))
-    lines = ["| length | batch | vanilla static tok/s | LongSpec tok/s | speedup | tau per row |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['length']} | {r['batch']} | {r['vanilla_static_decode_tokens_per_s']:.0f} | "
-              f"{r['longspec_decode_tokens_per_s']:.0f} | {r['speedup']:.2f}x | {r['tau_per_row']:.2f} |" for r in rows]
+    lines = ["| length | batch | vanilla static tok/s | LongSpec tok/s | speedup | tau per row | peak memory above model "
+             "(vanilla / LongSpec) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        memory = "-"
+        if "longspec_peak_memory_above_model_bytes" in r:
+            memory = (f"{r['vanilla_static_peak_memory_above_model_bytes'] / 2**20:.0f} / "
+                      f"{r['longspec_peak_memory_above_model_bytes'] / 2**20:.0f} MiB")
+        lines.append(f"| {r['length']} | {r['batch']} | {r['vanilla_static_decode_tokens_per_s']:.0f} | "
+                     f"{r['longspec_decode_tokens_per_s']:.0f} | {r['speedup']:.2f}x | {r['tau_per_row']:.2f} | {memory} |")
     (out / "batch_bench.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 if __name__ == "__main__":

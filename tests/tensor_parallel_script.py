@@ -34,6 +34,8 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--reference", help="a .pt file holding the single-process greedy sequence (1, L+N)")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--compile", type=int, choices=(0, 1), default=None,
+                        help="longspec_compile for the plain draft's call (default: generate's default)")
     args = parser.parse_args()
     distributed = "RANK" in os.environ
     dtype = getattr(torch, args.dtype)
@@ -47,13 +49,16 @@ def main():
     result["vanilla"] = target.generate(prompt, **options).tolist()
 
     draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
-    result["longspec"] = target.generate(prompt, assistant_model=draft, **options).tolist()
-    result["longspec_stats"] = {"rounds": draft.last_stats.rounds, "tau": draft.last_stats.tau}
+    compile_option = {} if args.compile is None else {"longspec_compile": bool(args.compile)}
+    result["longspec"] = target.generate(prompt, assistant_model=draft, **options, **compile_option).tolist()
+    stats = draft.last_stats
+    result["longspec_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "compiled": stats.compiled,
+                                "cuda_graphs": stats.cuda_graphs}
     result["last_tree"] = last_tree(draft)
     if args.reference:
         steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
         steered.steer(torch.load(args.reference), ranks=(0, 1, 2))
-        result["steered"] = target.generate(prompt, assistant_model=steered, **options).tolist()
+        result["steered"] = target.generate(prompt, assistant_model=steered, longspec_compile=False, **options).tolist()
         stats = steered.last_stats
         result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
     rank = int(os.environ.get("RANK", 0))
