@@ -143,7 +143,8 @@ def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
 
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
                 progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
-    """Train (or continue training) a draft for `target`; returns the trained, bound draft."""
+    """Train (or continue training) a draft for `target`; returns the trained, bound draft (under FSDP
+    the sharded module: load OUTPUT/final, which rank 0 writes whole, for a draft to use)."""
     recipe.check()
     device = target.get_input_embeddings().weight.device
     on_gpu = device.type == "cuda"

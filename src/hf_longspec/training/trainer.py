@@ -1,10 +1,14 @@
 """LongSpecTrainer: transformers' Trainer with a frozen target that supplies K/V (and labels).
 
 The target is an attribute of the trainer, not a submodule of the draft, so it is neither
-optimized nor saved; the draft borrows its embeddings and LM head through `bind`.
+optimized nor saved; the draft borrows its embeddings and LM head through `bind`. Under DDP and
+FSDP the target stays replicated: every rank holds all of it (see docs/distributed.md).
 """
 
 from __future__ import annotations
+
+import os
+import warnings
 
 import torch
 from transformers import Trainer, TrainerCallback
@@ -27,6 +31,28 @@ class LongSpecTrainer(Trainer):
         self.distill = distill
         if hasattr(self.data_collator, "restore"):
             self.add_callback(_RestoreCollator(self.data_collator, self.args.gradient_accumulation_steps))
+        if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not self.is_fsdp_enabled:
+            warnings.warn("FSDP was requested (accelerate config) but accelerate did not enable it (it runs FSDP "
+                          "configs as plain DDP on CPU processes): the draft is replicated, not sharded.")
+        if self.is_fsdp_enabled and getattr(self.accelerator.state.fsdp_plugin, "fsdp_version", 1) == 2:
+            from torch.distributed.fsdp import MixedPrecisionPolicy
+
+            # fp32 master weights and fp32 gradient reduction; bf16 compute comes from autocast, as
+            # under DDP, so FSDP trains the same draft as DP (accelerate's default reduces in bf16)
+            self.accelerator.state.fsdp_plugin.mixed_precision_policy = MixedPrecisionPolicy()
+
+    def train(self, *args, **kwargs):
+        """Under FSDP2, accelerate shards `model.get_input_embeddings()` as a unit of its own; the
+        draft's is the target's borrowed embedding, which must stay whole and replicated, so it is
+        hidden from accelerate while training (an instance attribute shadows the method)."""
+        draft = _unwrap(self.model)
+        if not self.is_fsdp_enabled:
+            return super().train(*args, **kwargs)
+        draft.get_input_embeddings = lambda: None
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            del draft.get_input_embeddings
 
     @torch.no_grad()
     def target_signals(self, model, input_ids, position_ids):
