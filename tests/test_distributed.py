@@ -74,7 +74,7 @@ def test_fsdp_equals_data_parallel(tmp_path, ddp):
     assert (tmp_path / "fsdp-wrapper.txt").read_text() == "FSDPLongSpecDraftModel"  # FSDP2 ran, not DDP
     final = tmp_path / "fsdp" / "final"
     assert sorted(p.name for p in final.iterdir()) == [
-        "config.json", "model.safetensors", "training_log.json", "training_recipe.json"]  # Hub-ready, no pickles
+        "config.json", "model.safetensors", "training_log.json", "training_recipe.json", "training_speed.json"]  # Hub-ready, no pickles
     assert all(fsdp_final[name].shape == ddp_final[name].shape for name in ddp_final)  # full, not shards
     log = json.loads((tmp_path / "fsdp" / "checkpoint-6" / "trainer_state.json").read_text())
     assert log["global_step"] == 6

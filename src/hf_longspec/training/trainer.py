@@ -8,6 +8,7 @@ FSDP the target stays replicated: every rank holds all of it (see docs/distribut
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import torch
@@ -99,6 +100,66 @@ class _RestoreCollator(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.collator.restore(state.global_step * self.grad_accum, int(state.epoch or 0))
+
+
+class StopAtDeadline(TrainerCallback):
+    """Stop after `seconds` of training and save a checkpoint there, so a run longer than one machine's
+    lease continues elsewhere with --resume. Every rank stops at the same step: rank 0's clock
+    decides, broadcast after each step (one number; a stop on one rank alone would hang the others)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.start = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        late = time.monotonic() - self.start >= self.seconds
+        if args.world_size > 1 and torch.distributed.is_initialized():
+            flag = torch.tensor([float(late)], device=args.device)
+            torch.distributed.broadcast(flag, src=0)
+            late = bool(flag.item())
+        if late:
+            control.should_training_stop = True
+            control.should_save = True
+
+
+class SpeedLog(TrainerCallback):
+    """Step end times and peak GPU memory, for final/training_speed.json: throughput after the first
+    `warmup` steps (allocator growth, first collectives), which a Trainer's train_runtime includes."""
+
+    def __init__(self, tokens_per_step: int, warmup: int = 5):
+        self.tokens_per_step, self.warmup = tokens_per_step, warmup
+        self.times: list[float] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.times = [time.perf_counter()]
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter())
+
+    def report(self) -> dict:
+        """Every rank must call it (it gathers each rank's peak memory)."""
+        steps = len(self.times) - 1
+        warmup = min(self.warmup, max(steps - 1, 0))
+        seconds = self.times[-1] - self.times[warmup] if steps else 0.0
+        timed = steps - warmup
+        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        peaks = [peak]
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            peaks = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(peaks, peak)
+        return {
+            "steps": steps, "warmup_steps_excluded": warmup, "timed_steps": timed, "timed_seconds": seconds,
+            "seconds_per_step": seconds / timed if timed else None,
+            "tokens_per_step": self.tokens_per_step,
+            "tokens_per_second": timed * self.tokens_per_step / seconds if timed and seconds else None,
+            "all_steps_seconds": self.times[-1] - self.times[0],
+            "peak_gpu_memory_gib_per_rank": peaks,
+        }
 
 
 def _unwrap(model):
