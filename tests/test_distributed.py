@@ -17,12 +17,12 @@ SCRIPT = Path(__file__).with_name("distributed_train_script.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
 # the 2-GPU FSDP2 config itself, in fp32 (CPU): accelerate launch sets ACCELERATE_USE_FSDP etc.
 FSDP = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "examples" /
-        "fsdp_accelerate_2gpu.yaml"), "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", "29518"]
+        "fsdp_accelerate_2gpu.yaml"), "--num_processes", "2", "--main_process_port", "29518"]
 
 
-def _run(args, folder, name, batch_size):
+def _run(args, folder, name, batch_size, **env_extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]), **env_extra}
     env.pop("ACCELERATE_USE_FSDP", None)
     out = folder / name
     result = subprocess.run([*args, str(SCRIPT), "--output", str(out), "--batch-size", str(batch_size)], env=env,
@@ -69,7 +69,7 @@ def test_fsdp_equals_data_parallel(tmp_path, ddp):
     """accelerate launch with the 2-GPU FSDP2 config (the script flips accelerate's CPU fallback to
     DDP back to FSDP, and fails if the target got sharded or wrapped)."""
     ddp_initial, ddp_final, ddp_losses = ddp
-    fsdp_initial, fsdp_final, fsdp_losses = _run(FSDP, tmp_path, "fsdp", 2)
+    fsdp_initial, fsdp_final, fsdp_losses = _run([*FSDP, "--mixed_precision", "no"], tmp_path, "fsdp", 2)
     _assert_same_training((ddp_final, ddp_losses), (fsdp_final, fsdp_losses), ddp_initial, fsdp_initial)
     assert (tmp_path / "fsdp-wrapper.txt").read_text() == "FSDPLongSpecDraftModel"  # FSDP2 ran, not DDP
     final = tmp_path / "fsdp" / "final"
@@ -78,3 +78,14 @@ def test_fsdp_equals_data_parallel(tmp_path, ddp):
     assert all(fsdp_final[name].shape == ddp_final[name].shape for name in ddp_final)  # full, not shards
     log = json.loads((tmp_path / "fsdp" / "checkpoint-6" / "trainer_state.json").read_text())
     assert log["global_step"] == 6
+
+
+def test_fsdp_bf16_equals_data_parallel_bf16(tmp_path, ddp):
+    """The config as it runs on GPUs (bf16): FSDP2 keeps fp32 weights and reductions and autocasts the
+    draft's forward, as DDP does, so the two still agree; both differ from the fp32 run by far more."""
+    _, fp32, _ = ddp
+    initial, dp_bf16, dp_losses = _run(TORCHRUN, tmp_path, "ddp_bf16", 2, ACCELERATE_MIXED_PRECISION="bf16")
+    fsdp_initial, fsdp_bf16, fsdp_losses = _run(FSDP, tmp_path, "fsdp_bf16", 2)
+    _assert_same_training((dp_bf16, dp_losses), (fsdp_bf16, fsdp_losses), initial, fsdp_initial)
+    for run in (dp_bf16, fsdp_bf16):  # bf16 compute really ran in both
+        assert max((run[name] - fp32[name]).abs().max().item() for name in run) > 1e-3

@@ -7,6 +7,7 @@ FSDP the target stays replicated: every rank holds all of it (see docs/distribut
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
@@ -35,12 +36,16 @@ class LongSpecTrainer(Trainer):
         if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not self.is_fsdp_enabled:
             warnings.warn("FSDP was requested (accelerate config) but accelerate did not enable it (it runs FSDP "
                           "configs as plain DDP on CPU processes): the draft is replicated, not sharded.")
+        self._draft_autocast = contextlib.nullcontext
         if self.is_fsdp_enabled and getattr(self.accelerator.state.fsdp_plugin, "fsdp_version", 1) == 2:
             from torch.distributed.fsdp import MixedPrecisionPolicy
 
-            # fp32 master weights and fp32 gradient reduction; bf16 compute comes from autocast, as
-            # under DDP, so FSDP trains the same draft as DP (accelerate's default reduces in bf16)
+            # fp32 parameters and fp32 gradient reduction, bf16 compute through autocast: what DDP does,
+            # so FSDP trains the same draft as DP. accelerate's FSDP2 default instead casts the weights
+            # to bf16 and reduces in bf16, and it does not autocast the forward under FSDP2, so
+            # compute_loss does (a no-op without mixed precision).
             self.accelerator.state.fsdp_plugin.mixed_precision_policy = MixedPrecisionPolicy()
+            self._draft_autocast = self.accelerator.autocast
 
     def train(self, *args, **kwargs):
         """Under FSDP2, accelerate shards `model.get_input_embeddings()` as a unit of its own; the
@@ -79,14 +84,15 @@ class LongSpecTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         input_ids, position_ids = inputs["input_ids"], inputs["position_ids"]
         keys, values, labels = self.target_signals(model, input_ids, position_ids)
-        out = model(
-            input_ids=input_ids,
-            target_keys=keys,
-            target_values=values,
-            position_ids=position_ids,
-            noise_shift=int(inputs["noise_shift"]),
-            labels=labels,
-        )
+        with self._draft_autocast():
+            out = model(
+                input_ids=input_ids,
+                target_keys=keys,
+                target_values=values,
+                position_ids=position_ids,
+                noise_shift=int(inputs["noise_shift"]),
+                labels=labels,
+            )
         return (out.loss, out) if return_outputs else out.loss
 
 
