@@ -1,5 +1,6 @@
-"""Data-parallel training equals single-process training on the same data (2 CPU processes, gloo),
-and that training really trains: the weights move far more than the two runs differ."""
+"""Data-parallel training equals single-process training on the same data, and FSDP training equals
+data-parallel training (2 CPU processes, gloo); training really trains: the weights move far more
+than the runs differ, and the saved final draft is a full (unsharded) safetensors folder."""
 
 import json
 import os
@@ -7,17 +8,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("distributed_train_script.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+# the 2-GPU FSDP2 config itself, in fp32 (CPU): accelerate launch sets ACCELERATE_USE_FSDP etc.
+FSDP = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "examples" /
+        "fsdp_accelerate_2gpu.yaml"), "--num_processes", "2", "--main_process_port", "29518"]
 
 
-def _run(args, tmp_path, name):
+def _run(args, folder, name, batch_size, **env_extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
-    out = tmp_path / name
-    result = subprocess.run([*args, str(SCRIPT), "--output", str(out)] + extra_args(name), env=env,
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]), **env_extra}
+    env.pop("ACCELERATE_USE_FSDP", None)
+    out = folder / name
+    result = subprocess.run([*args, str(SCRIPT), "--output", str(out), "--batch-size", str(batch_size)], env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     log = json.loads((out / "final" / "training_log.json").read_text())
@@ -25,25 +33,59 @@ def _run(args, tmp_path, name):
     return load_file(f"{out}-initial.safetensors"), load_file(out / "final" / "model.safetensors"), losses
 
 
-def extra_args(name):
-    return ["--batch-size", "4" if name == "single" else "2"]
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    """The data-parallel run (2 ranks x batch 2), shared by both comparisons."""
+    return _run(TORCHRUN, tmp_path_factory.mktemp("ddp"), "ddp", 2)
 
 
-def test_two_rank_data_parallel_equals_one_process(tmp_path):
-    initial, single, single_losses = _run([sys.executable], tmp_path, "single")
-    ddp_initial, ddp, ddp_losses = _run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"],
-        tmp_path, "ddp")
-    assert single.keys() == ddp.keys() == initial.keys()
-    assert all(torch.equal(initial[name], ddp_initial[name]) for name in initial)  # same start
-    for name in single:
-        moved = (single[name] - initial[name]).abs().max().item()  # what 6 steps of training changed
-        gap = (single[name] - ddp[name]).abs().max().item()
-        scale = single[name].abs().max().item()
+def _assert_same_training(reference, other, initial, other_initial):
+    """Same start, same end up to float noise, while training moved every weight materially."""
+    reference, reference_losses = reference
+    other, other_losses = other
+    assert reference.keys() == other.keys() == initial.keys()
+    assert all(torch.equal(initial[name], other_initial[name]) for name in initial)  # same start
+    for name in reference:
+        moved = (reference[name] - initial[name]).abs().max().item()  # what 6 steps of training changed
+        gap = (reference[name] - other[name]).abs().max().item()
+        scale = reference[name].abs().max().item()
         assert moved > 1e-2 * max(initial[name].abs().max().item(), 1e-3), (name, "not trained", moved)
         assert gap <= 1e-4 * max(scale, 1.0), (name, gap, scale)
         assert gap <= 1e-3 * moved, (name, gap, moved)
     # the same batches give the same (rank-averaged) losses, and they fall materially
-    assert len(single_losses) == len(ddp_losses) == 6
-    assert all(abs(a - b) <= 1e-3 * abs(a) for a, b in zip(single_losses, ddp_losses)), (single_losses, ddp_losses)
-    assert single_losses[-1] < single_losses[0] - 0.5, single_losses
+    assert len(reference_losses) == len(other_losses) == 6
+    assert all(abs(a - b) <= 1e-3 * abs(a) for a, b in zip(reference_losses, other_losses)), (
+        reference_losses, other_losses)
+    assert reference_losses[-1] < reference_losses[0] - 0.5, reference_losses
+
+
+def test_two_rank_data_parallel_equals_one_process(tmp_path, ddp):
+    initial, single, single_losses = _run([sys.executable], tmp_path, "single", 4)
+    ddp_initial, ddp_final, ddp_losses = ddp
+    _assert_same_training((single, single_losses), (ddp_final, ddp_losses), initial, ddp_initial)
+
+
+def test_fsdp_equals_data_parallel(tmp_path, ddp):
+    """accelerate launch with the 2-GPU FSDP2 config (the script flips accelerate's CPU fallback to
+    DDP back to FSDP, and fails if the target got sharded or wrapped)."""
+    ddp_initial, ddp_final, ddp_losses = ddp
+    fsdp_initial, fsdp_final, fsdp_losses = _run([*FSDP, "--mixed_precision", "no"], tmp_path, "fsdp", 2)
+    _assert_same_training((ddp_final, ddp_losses), (fsdp_final, fsdp_losses), ddp_initial, fsdp_initial)
+    assert (tmp_path / "fsdp-wrapper.txt").read_text() == "FSDPLongSpecDraftModel"  # FSDP2 ran, not DDP
+    final = tmp_path / "fsdp" / "final"
+    assert sorted(p.name for p in final.iterdir()) == [
+        "config.json", "model.safetensors", "training_log.json", "training_recipe.json", "training_speed.json"]  # Hub-ready, no pickles
+    assert all(fsdp_final[name].shape == ddp_final[name].shape for name in ddp_final)  # full, not shards
+    log = json.loads((tmp_path / "fsdp" / "checkpoint-6" / "trainer_state.json").read_text())
+    assert log["global_step"] == 6
+
+
+def test_fsdp_bf16_equals_data_parallel_bf16(tmp_path, ddp):
+    """The config as it runs on GPUs (bf16): FSDP2 keeps fp32 weights and reductions and autocasts the
+    draft's forward, as DDP does, so the two still agree; both differ from the fp32 run by far more."""
+    _, fp32, _ = ddp
+    initial, dp_bf16, dp_losses = _run(TORCHRUN, tmp_path, "ddp_bf16", 2, ACCELERATE_MIXED_PRECISION="bf16")
+    fsdp_initial, fsdp_bf16, fsdp_losses = _run(FSDP, tmp_path, "fsdp_bf16", 2)
+    _assert_same_training((dp_bf16, dp_losses), (fsdp_bf16, fsdp_losses), initial, fsdp_initial)
+    for run in (dp_bf16, fsdp_bf16):  # bf16 compute really ran in both
+        assert max((run[name] - fp32[name]).abs().max().item() for name in run) > 1e-3

@@ -10,6 +10,7 @@ from conftest import ByteTokenizer, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.training.collator import LongSpecCollator
 from hf_longspec.training.positions import anchor_offset_position_ids, noise_shift
+from hf_longspec.errors import TrainingRecipeError
 from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
 
 
@@ -82,7 +83,7 @@ def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
     assert (final / "model.safetensors").exists() and (tmp_path / "run" / "checkpoint-60").exists()
     # Hub-ready as saved: safetensors weights, no pickles
     assert sorted(p.name for p in final.iterdir()) == [
-        "config.json", "model.safetensors", "training_log.json", "training_recipe.json"]
+        "config.json", "model.safetensors", "training_log.json", "training_recipe.json", "training_speed.json"]
     reloaded = LongSpecDraftModel.from_pretrained(final).bind(target)
     assert torch.equal(reloaded.mlp.up_proj.weight, draft.mlp.up_proj.weight)
 
@@ -145,3 +146,20 @@ def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path
     mine, theirs = resumed.state_dict(), whole.state_dict()
     for name, value in theirs.items():
         assert torch.allclose(mine[name], value, rtol=1e-5, atol=1e-6), (name, (mine[name] - value).abs().max())
+
+
+def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
+    """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint
+    of that step to resume from, the final folder, and the speed report."""
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(
+        output_dir=str(tmp_path / "run"), max_steps=50, seq_len=32, batch_size=2, warmup_steps=0,
+        max_tokens=20_000, save_steps=10**6, logging_steps=1, kinds=["prose"], max_seconds=1e-6,
+        draft_overrides={"sliding_window": 16},
+    )
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == ["checkpoint-1"]
+    speed = json.loads((tmp_path / "run" / "final" / "training_speed.json").read_text())
+    assert speed["global_step"] == speed["steps"] == 1 and speed["tokens_per_step"] == 2 * 32
+    with pytest.raises(TrainingRecipeError, match="max_seconds"):
+        TrainRecipe(output_dir=str(tmp_path / "new"), max_seconds=0).check()

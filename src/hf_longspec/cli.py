@@ -110,6 +110,8 @@ def cmd_train(args) -> int:
         seed=args.seed,
         save_steps=args.save_steps,
         resume=args.resume,
+        max_seconds=args.max_seconds,
+        logging_steps=args.logging_steps,
         overwrite_output=args.overwrite_output,
         draft_overrides={"sliding_window": args.sliding_window},
         kinds=args.kinds,
@@ -203,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--sliding-window", type=int, default=512)
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
+    train.add_argument("--max-seconds", type=float, default=None,
+                       help="stop after this many seconds of training and save a checkpoint (--resume continues "
+                            "it; keep --max-steps at the whole run's length, it sets the learning-rate schedule)")
+    train.add_argument("--logging-steps", type=int, default=10, help="log the loss every N steps")
     train.add_argument("--overwrite-output", action="store_true",
                        help="replace the checkpoints and final/ of an earlier run in --output")
     train.add_argument("--seed", type=int, default=0)

@@ -16,10 +16,11 @@ from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
-from .trainer import LongSpecTrainer
+from .trainer import LongSpecTrainer, SpeedLog, StopAtDeadline
 
 
 TRAINING_DATA_FILE = "training_data.json"
+TRAINING_SPEED_FILE = "training_speed.json"
 
 
 @dataclass
@@ -49,6 +50,7 @@ class TrainRecipe:
     save_steps: int = 500
     logging_steps: int = 10
     resume: bool = False
+    max_seconds: float | None = None  # stop (and save a checkpoint) after this much training time
     overwrite_output: bool = False  # replace the checkpoints and final/ a previous run left in output_dir
     draft_overrides: dict = field(default_factory=dict)
 
@@ -77,6 +79,8 @@ class TrainRecipe:
                 f"max_tokens >= seq_len (e.g. --max-tokens {self.seq_len * self.batch_size * 16} "
                 "or a smaller --seq-len)."
             )
+        if self.max_seconds is not None and not (isinstance(self.max_seconds, (int, float)) and self.max_seconds > 0):
+            raise TrainingRecipeError(f"max_seconds={self.max_seconds!r}; allowed: None or a number of seconds > 0.")
         if not self.learning_rate > 0:
             raise TrainingRecipeError(f"learning_rate={self.learning_rate!r}; allowed: a number > 0.")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
@@ -143,7 +147,8 @@ def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
 
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
                 progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
-    """Train (or continue training) a draft for `target`; returns the trained, bound draft."""
+    """Train (or continue training) a draft for `target`; returns the trained, bound draft (under FSDP
+    the sharded module: load OUTPUT/final, which rank 0 writes whole, for a draft to use)."""
     recipe.check()
     device = target.get_input_embeddings().weight.device
     on_gpu = device.type == "cuda"
@@ -189,12 +194,15 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     )
     accepted = inspect.signature(TrainingArguments.__init__).parameters
     args = TrainingArguments(**{k: v for k, v in arguments.items() if k in accepted})
+    speed = SpeedLog(recipe.batch_size * recipe.grad_accum * args.world_size * recipe.seq_len)
+    extra = [speed] + ([StopAtDeadline(recipe.max_seconds)] if recipe.max_seconds else [])
     trainer = LongSpecTrainer(
         model=draft, args=args, train_dataset=dataset, data_collator=collator, target=target, distill=recipe.distill,
-        callbacks=callbacks,
+        callbacks=[*(callbacks or []), *extra],
     )
     resume = recipe.resume and any(Path(recipe.output_dir).glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if resume else None)
+    speed_report = speed.report()  # a collective: every rank
     final_dir = Path(recipe.output_dir) / "final"
     draft.eval()
     trainer.save_model(str(final_dir))  # the main process writes; every rank waits for it
@@ -202,6 +210,9 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         (final_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: keep the folder Hub-ready
         (final_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
         (final_dir / "training_log.json").write_text(json.dumps(trainer.state.log_history, indent=2))
+        (final_dir / TRAINING_SPEED_FILE).write_text(json.dumps(
+            {**speed_report, "global_step": trainer.state.global_step, "world_size": args.world_size,
+             "fsdp": bool(trainer.is_fsdp_enabled)}, indent=2))
         if getattr(dataset, "mix_report", None):  # what each corpus source actually contributed
             (final_dir / TRAINING_DATA_FILE).write_text(json.dumps(dataset.mix_report, indent=2))
     return draft

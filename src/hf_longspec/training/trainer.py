@@ -1,10 +1,16 @@
 """LongSpecTrainer: transformers' Trainer with a frozen target that supplies K/V (and labels).
 
 The target is an attribute of the trainer, not a submodule of the draft, so it is neither
-optimized nor saved; the draft borrows its embeddings and LM head through `bind`.
+optimized nor saved; the draft borrows its embeddings and LM head through `bind`. Under DDP and
+FSDP the target stays replicated: every rank holds all of it (see docs/distributed.md).
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import time
+import warnings
 
 import torch
 from transformers import Trainer, TrainerCallback
@@ -27,6 +33,32 @@ class LongSpecTrainer(Trainer):
         self.distill = distill
         if hasattr(self.data_collator, "restore"):
             self.add_callback(_RestoreCollator(self.data_collator, self.args.gradient_accumulation_steps))
+        if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not self.is_fsdp_enabled:
+            warnings.warn("FSDP was requested (accelerate config) but accelerate did not enable it (it runs FSDP "
+                          "configs as plain DDP on CPU processes): the draft is replicated, not sharded.")
+        self._draft_autocast = contextlib.nullcontext
+        if self.is_fsdp_enabled and getattr(self.accelerator.state.fsdp_plugin, "fsdp_version", 1) == 2:
+            from torch.distributed.fsdp import MixedPrecisionPolicy
+
+            # fp32 parameters and fp32 gradient reduction, bf16 compute through autocast: what DDP does,
+            # so FSDP trains the same draft as DP. accelerate's FSDP2 default instead casts the weights
+            # to bf16 and reduces in bf16, and it does not autocast the forward under FSDP2, so
+            # compute_loss does (a no-op without mixed precision).
+            self.accelerator.state.fsdp_plugin.mixed_precision_policy = MixedPrecisionPolicy()
+            self._draft_autocast = self.accelerator.autocast
+
+    def train(self, *args, **kwargs):
+        """Under FSDP2, accelerate shards `model.get_input_embeddings()` as a unit of its own; the
+        draft's is the target's borrowed embedding, which must stay whole and replicated, so it is
+        hidden from accelerate while training (an instance attribute shadows the method)."""
+        draft = _unwrap(self.model)
+        if not self.is_fsdp_enabled:
+            return super().train(*args, **kwargs)
+        draft.get_input_embeddings = lambda: None
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            del draft.get_input_embeddings
 
     @torch.no_grad()
     def target_signals(self, model, input_ids, position_ids):
@@ -52,14 +84,15 @@ class LongSpecTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         input_ids, position_ids = inputs["input_ids"], inputs["position_ids"]
         keys, values, labels = self.target_signals(model, input_ids, position_ids)
-        out = model(
-            input_ids=input_ids,
-            target_keys=keys,
-            target_values=values,
-            position_ids=position_ids,
-            noise_shift=int(inputs["noise_shift"]),
-            labels=labels,
-        )
+        with self._draft_autocast():
+            out = model(
+                input_ids=input_ids,
+                target_keys=keys,
+                target_values=values,
+                position_ids=position_ids,
+                noise_shift=int(inputs["noise_shift"]),
+                labels=labels,
+            )
         return (out.loss, out) if return_outputs else out.loss
 
 
@@ -73,6 +106,66 @@ class _RestoreCollator(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.collator.restore(state.global_step * self.grad_accum, int(state.epoch or 0))
+
+
+class StopAtDeadline(TrainerCallback):
+    """Stop after `seconds` of training and save a checkpoint there, so a run longer than one machine's
+    lease continues elsewhere with --resume. Every rank stops at the same step: rank 0's clock
+    decides, broadcast after each step (one number; a stop on one rank alone would hang the others)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.start = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        late = time.monotonic() - self.start >= self.seconds
+        if args.world_size > 1 and torch.distributed.is_initialized():
+            flag = torch.tensor([float(late)], device=args.device)
+            torch.distributed.broadcast(flag, src=0)
+            late = bool(flag.item())
+        if late:
+            control.should_training_stop = True
+            control.should_save = True
+
+
+class SpeedLog(TrainerCallback):
+    """Step end times and peak GPU memory, for final/training_speed.json: throughput after the first
+    `warmup` steps (allocator growth, first collectives), which a Trainer's train_runtime includes."""
+
+    def __init__(self, tokens_per_step: int, warmup: int = 5):
+        self.tokens_per_step, self.warmup = tokens_per_step, warmup
+        self.times: list[float] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.times = [time.perf_counter()]
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter())
+
+    def report(self) -> dict:
+        """Every rank must call it (it gathers each rank's peak memory)."""
+        steps = len(self.times) - 1
+        warmup = min(self.warmup, max(steps - 1, 0))
+        seconds = self.times[-1] - self.times[warmup] if steps else 0.0
+        timed = steps - warmup
+        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        peaks = [peak]
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            peaks = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(peaks, peak)
+        return {
+            "steps": steps, "warmup_steps_excluded": warmup, "timed_steps": timed, "timed_seconds": seconds,
+            "seconds_per_step": seconds / timed if timed else None,
+            "tokens_per_step": self.tokens_per_step,
+            "tokens_per_second": timed * self.tokens_per_step / seconds if timed and seconds else None,
+            "all_steps_seconds": self.times[-1] - self.times[0],
+            "peak_gpu_memory_gib_per_rank": peaks,
+        }
 
 
 def _unwrap(model):

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# 2-GPU call (kind nvidia-h200-x2): a long data-parallel draft training run of the embedded SmolLM2
+# target on the real corpus, BUDGET seconds of training per call, resumable on the next machine.
+#
+#   first call (fresh run):  call 1 parks part a (carry [".carry/a"]: mkdir -p /tmp/m && cp .carry/a/* /tmp/m/),
+#                            then carry [".carry/b"]:  BUDGET=330 bash benchmarks/device/x2_train_long.sh
+#   a later call (resume):   park part a, install (carry [".carry/b"]: source benchmarks/device/setup_model.sh),
+#                            then carry [".carry/x2_resume"] holding the ckpt.tar.part-* files an earlier
+#                            call returned:   BUDGET=330 bash benchmarks/device/x2_train_long.sh
+#                            (the checkpoint is ~50 MB: it cannot travel with part b in one call)
+#
+# --max-steps TOTAL_STEPS is the whole run's length on every call (it sets the cosine schedule);
+# --max-seconds BUDGET stops the run and saves a checkpoint. Returns in $OUT/x2_long/:
+# ckpt.tar.part-* (the last checkpoint: fp32 weights, optimizer, scheduler, RNG states; 15 MiB parts),
+# final_bf16.tar (the draft folder in bf16, Hub-ready), train.log, summary.json. 7 files, < 64 MiB.
+set -u
+set -o pipefail
+START=$SECONDS
+BUDGET=${BUDGET:-330}                  # seconds of training; start (target, ~1.5 min of tokenizing at
+                                       # 60M tokens) and packing add up to 3 min: keep BUDGET <= 380
+TOTAL_STEPS=${TOTAL_STEPS:-12000}      # whole run over all calls (~5000 DP steps per 330 s call, estimated)
+MAX_TOKENS=${MAX_TOKENS:-60000000}     # the same on every call: a resumed run must see the same data
+RESUME_DIR=${RESUME_DIR:-.carry/x2_resume}
+SEQ=${SEQ:-2048}; BATCH=${BATCH:-8}    # per rank (global 16); keep them when resuming
+source benchmarks/device/setup_model.sh
+export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=4
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast
+R="$OUT/x2_long"; W=/tmp/x2_long
+mkdir -p "$R"; rm -rf "$W"; mkdir -p "$W"
+
+RESUME=()
+if ls "$RESUME_DIR"/ckpt.tar.part-* > /dev/null 2>&1; then
+  cat "$RESUME_DIR"/ckpt.tar.part-* | tar -x -C "$W" || exit 5
+  RESUME=(--resume)
+  echo "resuming from $(ls -d "$W"/checkpoint-*)"
+fi
+
+timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node 2 --master_port 29513 \
+  examples/train_draft.py --output "$W" --target embedded "${RESUME[@]}" \
+  --max-steps "$TOTAL_STEPS" --max-seconds "$BUDGET" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup-steps 20 \
+  --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 2>&1 \
+  | grep --line-buffered -v "it/s]" | tee "$R/train.log" | grep --line-buffered -E "'loss'|train_runtime|rror|saved"
+echo "train exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
+
+# the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back
+last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
+if [ -n "$last" ]; then
+  tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
+fi
+if [ -f "$W/final/model.safetensors" ]; then
+  python - "$W/final" "$W/final_bf16" <<'EOF'
+import json, shutil, sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+shutil.copytree(src, dst, ignore=shutil.ignore_patterns("model.safetensors"))
+save_file({k: v.bfloat16() for k, v in load_file(src / "model.safetensors").items()}, dst / "model.safetensors",
+          metadata={"format": "pt"})
+config = json.loads((dst / "config.json").read_text())
+(dst / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}, indent=2))  # as the shipped draft
+EOF
+  tar -C "$W" -cf "$R/final_bf16.tar" final_bf16
+fi
+python - "$W" "$last" > "$R/summary.json" <<'EOF'
+import json, sys
+from pathlib import Path
+work, last = Path(sys.argv[1]), sys.argv[2]
+final = work / "final"
+speed = json.loads((final / "training_speed.json").read_text()) if (final / "training_speed.json").is_file() else None
+log = json.loads((final / "training_log.json").read_text()) if (final / "training_log.json").is_file() else []
+print(json.dumps({"last_checkpoint": Path(last).name if last else None, "speed": speed,
+                  "loss": [(e["step"], e["loss"]) for e in log if "loss" in e]}, indent=2))
+EOF
+ls -la "$R"; du -sh "$R"
+echo "total $((SECONDS - START)) s"
