@@ -9,7 +9,7 @@ Two random float32 targets (TP needs head counts that split evenly; SmolLM2 has 
   layers, graphs without compile (compiling the 8B shape costs minutes and does not change the math).
 For each: a random draft and a real-text prompt (bytes of a local source file as token ids) are
 saved; tests/tensor_parallel_script.py runs once as one process on one device (the reference) and
-once under torchrun with ``tp_plan="auto"``. Compared: vanilla TP vs vanilla single, LongSpec
+once under torchrun with ``tp_plan="auto"``. Each target takes 1-3 minutes on the H200 (compile). Compared: vanilla TP vs vanilla single, LongSpec
 (plain and steered onto non-chain paths) on every rank vs vanilla single, and the last drafted tree.
 """
 
@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -31,7 +33,7 @@ from tp_study import write_random_checkpoint  # noqa: E402
 from hf_longspec import LongSpecDraftModel  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "tensor_parallel_script.py"
-TINY_TP = dict(vocab_size=257, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+TINY_TP = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.3)
 SHAPES = {"tiny": (TINY_TP, 400, 48, None), "llama8b_4layers": ({**LLAMA_8B, "num_hidden_layers": 4}, 1500, 64, 0)}
 
@@ -78,16 +80,24 @@ def main(argv=None):
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda:0"
     shapes = args.shapes or (["tiny"] if args.quick else list(SHAPES))
     summary = {}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     for name in shapes:
         shape, prompt_tokens, new_tokens, compile_flag = SHAPES[name]
         folder = Path(args.work) / name
-        prepare(folder, shape, prompt_tokens, device)
-        single_launch = [sys.executable]
-        single = run(folder, "single", single_launch, new_tokens, compile_flag)[0]
-        torch.save(torch.tensor(single["vanilla"]), folder / "reference.pt")
-        single = run(folder, "single_steered", single_launch, new_tokens, compile_flag, folder / "reference.pt")[0]
-        ranks = run(folder, "tp", [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.gpus)],
-                    new_tokens, compile_flag, folder / "reference.pt")
+        shutil.rmtree(folder, ignore_errors=True)  # never reuse a target of another shape or version
+        begin = time.perf_counter()
+        try:
+            prepare(folder, shape, prompt_tokens, device)
+            single = run(folder, "single", [sys.executable], new_tokens, compile_flag)[0]  # the reference
+            print(f"{name}: single process done at {time.perf_counter() - begin:.0f} s", flush=True)
+            torch.save(torch.tensor(single["vanilla"]), folder / "reference.pt")
+            ranks = run(folder, "tp", [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                                       str(args.gpus)], new_tokens, compile_flag, folder / "reference.pt")
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            summary[name] = {"error": str(error)[-3000:]}
+            print(name, "FAILED", str(error)[-3000:], flush=True)
+            continue
         reference = single["vanilla"]
         summary[name] = {
             "tp_size": [r["tp_size"] for r in ranks],
@@ -98,12 +108,10 @@ def main(argv=None):
             "same_last_tree_as_single": [r["last_tree"] == single["last_tree"] for r in ranks],
             "single_stats": {"plain": single["longspec_stats"], "steered": single["steered_stats"]},
             "tp_stats": [{"plain": r["longspec_stats"], "steered": r["steered_stats"]} for r in ranks],
-            "new_tokens": new_tokens, "prompt_tokens": prompt_tokens,
+            "new_tokens": new_tokens, "prompt_tokens": prompt_tokens, "seconds": time.perf_counter() - begin,
         }
         print(name, json.dumps(summary[name]), flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tp_exactness.json").write_text(json.dumps(summary, indent=1))
+        (out / "tp_exactness.json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,25 @@ def floors_per_rank(config, draft, layout, length: int, bandwidth: float, world:
     return {"vanilla_floor_ms": 1000 * vanilla / bandwidth, "round_floor_ms": 1000 * (vanilla + draft_reads) / bandwidth}
 
 
+def write_results(out: Path, device, shape: dict, world: int, layout, bandwidth: float, rows: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"machine": machine_info(device, sys.argv), "shape": shape, "tp_size": world,
+              "tree": list(layout.widths), "copy_bandwidth_bytes_per_s": bandwidth, "rows": rows}
+    (out / "tp_study.json").write_text(json.dumps(result, indent=1, default=str))
+    lines = ["| context | TP | round (graph) | draft | verify fwd | vanilla static step | round / step | "
+             "round / own floor | draft all-reduce per depth | layer K/V all-gather |", "|" + "---|" * 10]
+    for r in rows:
+        step = r.get("vanilla_static_step_ms")
+        step_text = f"{step:.2f} ms" if step else r.get("vanilla_error", "-")
+        ratio_text = f"{r['round_over_vanilla_step']:.2f}x" if step else "-"
+        lines.append(
+            f"| {r['context']} | {r['tp_size']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | "
+            f"{r['verify_forward_ms']:.2f} | {step_text} | {ratio_text} | {r['round_over_own_floor']:.2f}x | "
+            f"{r.get('draft_allreduce_per_depth_ms', float('nan')):.3f} ms | "
+            f"{r.get('layer_kv_allgather_ms', float('nan')):.2f} ms |")
+    (out / "tp_study.md").write_text("\n".join(lines) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -144,27 +163,9 @@ def main(argv=None):
                 row["vanilla_error"] = f"{type(error).__name__}: {str(error)[:300]}"
         row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
         rows.append(row)
-        if rank == 0:
+        if rank == 0:  # after every row: a run cut off by its time limit keeps what it measured
             print(json.dumps(row), flush=True)
-    if rank == 0:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        result = {"machine": machine_info(device, sys.argv), "shape": shape, "tp_size": world,
-                  "tree": list(layout.widths), "copy_bandwidth_bytes_per_s": bandwidth, "rows": rows}
-        (out / "tp_study.json").write_text(json.dumps(result, indent=1, default=str))
-        lines = ["| context | TP | round (graph) | draft | verify fwd | vanilla static step | round / step | "
-                 "round / own floor | draft all-reduce per depth | layer K/V all-gather |", "|" + "---|" * 10]
-        for r in rows:
-            step = r.get("vanilla_static_step_ms")
-            step_text = f"{step:.2f} ms" if step else r.get("vanilla_error", "-")
-            ratio_text = f"{r['round_over_vanilla_step']:.2f}x" if step else "-"
-            lines.append(
-                f"| {r['context']} | {r['tp_size']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | "
-                f"{r['verify_forward_ms']:.2f} | {step_text} | {ratio_text} | {r['round_over_own_floor']:.2f}x | "
-                f"{r.get('draft_allreduce_per_depth_ms', float('nan')):.3f} ms | "
-                f"{r.get('layer_kv_allgather_ms', float('nan')):.2f} ms |")
-        (out / "tp_study.md").write_text("\n".join(lines) + "\n")
-        print("\n".join(lines))
+            write_results(Path(args.out), device, shape, world, layout, bandwidth, rows)
     if "RANK" in os.environ:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

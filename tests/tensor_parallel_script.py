@@ -3,7 +3,7 @@ under ``torchrun --nproc_per_node N``: greedy LongSpec generate on a target load
 (with ``tp_plan="auto"`` when launched by torchrun), with the draft saved in ``--draft``.
 
 Writes ``<out>/rank<R>.json``: the vanilla greedy tokens, LongSpec's tokens with the plain draft and
-with a draft steered onto the single-process reference (non-chain paths), and their round stats.
+with a draft steered onto the reference (non-chain paths), their round stats and the last drafted tree.
 """
 
 import argparse
@@ -32,7 +32,8 @@ def main():
     parser.add_argument("--prompt", required=True, help="a .pt file holding (B, L) prompt ids")
     parser.add_argument("--out", required=True)
     parser.add_argument("--new-tokens", type=int, default=24)
-    parser.add_argument("--reference", help="a .pt file holding the single-process greedy sequence (1, L+N)")
+    parser.add_argument("--reference", help="a .pt file holding the single-process greedy sequence (1, L+N); "
+                        "default: this run's own vanilla output")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--compile", type=int, choices=(0, 1), default=None,
                         help="longspec_compile for the plain draft's call (default: generate's default)")
@@ -55,12 +56,12 @@ def main():
     result["longspec_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "compiled": stats.compiled,
                                 "cuda_graphs": stats.cuda_graphs}
     result["last_tree"] = last_tree(draft)
-    if args.reference:
-        steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
-        steered.steer(torch.load(args.reference), ranks=(0, 1, 2))
-        result["steered"] = target.generate(prompt, assistant_model=steered, longspec_compile=False, **options).tolist()
-        stats = steered.last_stats
-        result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
+    reference = torch.load(args.reference) if args.reference else torch.tensor(result["vanilla"])
+    steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
+    steered.steer(reference, ranks=(0, 1, 2))
+    result["steered"] = target.generate(prompt, assistant_model=steered, longspec_compile=False, **options).tolist()
+    stats = steered.last_stats
+    result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
     rank = int(os.environ.get("RANK", 0))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))

@@ -110,3 +110,26 @@ def test_memory_per_extra_row_is_its_kv_plus_a_constant_draft_state(pair):
     (kv1, draft1), (kv2, draft2), (kv2_long, draft2_long) = sizes(1, 1024), sizes(2, 1024), sizes(2, 4096)
     assert kv2 - kv1 == row_kv * 1024 and kv2_long - kv2 == 2 * row_kv * 3072
     assert draft2 == 2 * draft1 and draft2_long == draft2  # per row constant, whatever the context
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_the_prefill_cache_is_not_kept_twice(pair, static):
+    """generate's prefill cache is freed layer by layer as the decoder copies it in (one copy of every
+    row's KV at a time, not two), and refilled with the committed entries when the call ends."""
+    from transformers import DynamicCache, StaticCache
+
+    from hf_longspec.generation import LongSpecDecoder, TreeLayout
+    from hf_longspec.target_support import cache_argument_name
+
+    target, draft = pair
+    _, ids, _ = _left_padded(lengths=(30, 30))
+    cache = StaticCache(config=target.config, max_cache_len=64) if static else DynamicCache(config=target.config)
+    target(ids, **{cache_argument_name(target): cache}, use_cache=True)
+    prefilled = [(layer.keys[:, :, :30].clone(), layer.values[:, :, :30].clone()) for layer in cache.layers]
+    decoder = LongSpecDecoder(draft, TreeLayout.plan([3, 3, 3], None, target.config.vocab_size), 1024, batch_size=2)
+    decoder.start(ids, cache, torch.tensor([1, 2]))
+    assert all(layer.keys.numel() == 0 and layer.values.numel() == 0 for layer in cache.layers)
+    decoder.finish([30, 30], cache)
+    for layer, (keys, values) in zip(cache.layers, prefilled):
+        assert layer.keys.shape[2] == (64 if static else 30)
+        assert torch.equal(layer.keys[:, :, :30], keys) and torch.equal(layer.values[:, :, :30], values)

@@ -285,9 +285,9 @@ def test_clear_errors_and_no_partial_state():
     assert target.config._attn_implementation == "longspec_hybrid"
     reference = target.generate(ids, max_new_tokens=6, do_sample=False)
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=6, do_sample=False), reference)
-    # a tensor-parallel target is refused up front
+    # a target sharded after the draft was bound (so the draft's cross-attention is not) is refused up front
     target._tp_size = 2
-    with pytest.raises(UnsupportedGenerationError, match="tensor-parallel"):
+    with pytest.raises(IncompatibleDraftError, match="tp_size=2 ranks but the draft was bound for 1"):
         target.generate(ids, assistant_model=draft, max_new_tokens=4)
     target._tp_size = None
     # the target's vocabulary changed after binding

@@ -8,5 +8,5 @@ python3 -c 'import torch, transformers; print(torch.__version__, transformers.__
 mkdir -p "$OUT/tp"
 timeout 300 python benchmarks/tp_exactness.py --out "$OUT/tp" --gpus 2 2>&1 | grep -v -i warn \
   | tee "$OUT/tp/exactness_log.txt" | tail -15
-timeout 270 python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" 2>&1 \
+timeout 280 python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" ${TP_STUDY_ARGS:-} 2>&1 \
   | grep -v -i warn | tee "$OUT/tp/study_log.txt" | tail -25

@@ -24,6 +24,12 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         raise IncompatibleDraftError(
             "This draft is bound to another target model; call draft.bind(target) for the model you generate with."
         )
+    shard = draft._head_shard
+    if (shard.world_size if shard is not None else 1) != (getattr(model, "tp_size", None) or 1):
+        raise IncompatibleDraftError(
+            f"The target is split over tp_size={getattr(model, 'tp_size', None) or 1} ranks but the draft was bound for "
+            f"{shard.world_size if shard is not None else 1}; bind it again after loading: draft.bind(target)."
+        )
     target_vocab = model.get_output_embeddings().weight.shape[0]
     if draft.config.vocab_size != target_vocab:
         raise IncompatibleDraftError(

@@ -88,6 +88,7 @@ class TreeKVCache(Cache):
             for row, start in enumerate(starts):
                 mine.keys[row, :, : length - start].copy_(theirs.keys[row, :, start:length])
                 mine.values[row, :, : length - start].copy_(theirs.values[row, :, start:length])
+            _release(theirs)  # one copy of the KV at a time: the prefill's layer is dropped once it is ours
         self.lengths.copy_(torch.tensor([length - start for start in starts]))
 
     @torch.no_grad()
@@ -120,10 +121,21 @@ class TreeKVCache(Cache):
             values = mine.values[:, :, :longest] * keep
             if isinstance(theirs, DynamicLayer):
                 theirs.keys, theirs.values = keys, values
-            else:  # a StaticLayer (cache_implementation="static"): rewrite its buffers in place
-                theirs.keys.zero_()
-                theirs.values.zero_()
+            else:  # a StaticLayer (cache_implementation="static"): buffers of its full size again
+                shape = getattr(theirs, "_longspec_released_shape", None) or tuple(theirs.keys.shape)
+                theirs.keys = keys.new_zeros(shape)
+                theirs.values = values.new_zeros(theirs.keys.shape)
                 theirs.keys[:, :, :longest].copy_(keys)
                 theirs.values[:, :, :longest].copy_(values)
                 if hasattr(theirs, "cumulative_length"):
                     theirs.cumulative_length.fill_(longest)
+
+
+def _release(layer) -> None:
+    """Free a source cache layer's tensors (generate's prefill cache) after ``load`` copied them:
+    keeping both would hold every row's KV twice for the whole call. ``export_to`` refills the layer
+    at the end (a static layer at its original size)."""
+    shape = tuple(layer.keys.shape)
+    layer._longspec_released_shape = shape
+    layer.keys = layer.keys.new_empty(shape[:2] + (0,) + shape[3:])  # still (B, H, S, D): it reads as empty
+    layer.values = layer.values.new_empty(layer.keys.shape)
