@@ -30,6 +30,18 @@ def pair():
     return target, draft
 
 
+def test_batch_with_logits_processors_equals_vanilla_batched(pair):
+    """Processors that read each row's ids (repetition penalty, no-repeat n-grams) run row by row on
+    the host walk, with the row's own committed ids (its left padding included, as generate() has it)."""
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+    options = dict(max_new_tokens=NEW, do_sample=False, repetition_penalty=1.3, no_repeat_ngram_size=3)
+    reference = target.generate(ids, attention_mask=mask, **options)
+    out = target.generate(ids, attention_mask=mask, assistant_model=draft, **options)
+    assert torch.equal(out, reference)
+    assert draft.last_stats.rounds > 0 and draft.last_stats.tau > 1.0
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "masked"])
 def test_batch_equals_vanilla_batched_and_each_row_alone(pair, mode):
     target, draft = pair
@@ -84,8 +96,9 @@ def test_padding_never_enters_the_ring(pair):
 def test_batch_refusals_name_what_is_allowed(pair):
     target, draft = pair
     _, ids, mask = _left_padded()
-    with pytest.raises(UnsupportedGenerationError, match="batch size 3.*greedy decoding and no logits processors"):
-        target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, do_sample=True)
+    with pytest.raises(UnsupportedGenerationError, match="batch size 3: LongSpec returns scores.*batch size 1 only"):
+        target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, output_scores=True,
+                        return_dict_in_generate=True)
     right = mask.flip(1)
     with pytest.raises(UnsupportedGenerationError, match="left padding only"):
         target.generate(ids.flip(1), attention_mask=right, assistant_model=draft, max_new_tokens=4)

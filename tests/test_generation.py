@@ -272,8 +272,9 @@ def test_clear_errors_and_no_partial_state():
         target.generate(ids, assistant_model=draft, max_new_tokens=2048)
     with pytest.raises(UnsupportedGenerationError, match="Beam search"):
         target.generate(ids, assistant_model=draft, max_new_tokens=4, num_beams=2)
-    with pytest.raises(UnsupportedGenerationError, match="batch size 2.*allowed: batch size 1 for sampling"):
-        target.generate(ids.repeat(2, 1), assistant_model=draft, max_new_tokens=4, do_sample=True)
+    with pytest.raises(UnsupportedGenerationError, match="batch size 2: LongSpec returns scores"):
+        target.generate(ids.repeat(2, 1), assistant_model=draft, max_new_tokens=4, do_sample=True,
+                        output_logits=True, return_dict_in_generate=True)
     with pytest.raises(UnsupportedGenerationError, match="left padding only"):
         mask = torch.ones_like(ids)
         mask[0, 5] = 0  # a hole, not left padding

@@ -122,3 +122,51 @@ def test_sampling_through_a_depth_3_tree_is_lossless():
     assert pvalue > ALPHA, ("joint of tokens 1-4", pvalue)
     # the test exercises what it claims: deep accepted paths and tokens produced after commits
     assert reached_depth_3 > 0.25 * SAMPLES and several_rounds > 0.25 * SAMPLES, (reached_depth_3, several_rounds)
+
+
+# 1500 per row in the suite (power 0.9 against any alternative at TV 0.078 per marginal); the variable raises it
+BATCH_SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "1500"))
+
+
+@torch.no_grad()
+def test_sampling_a_left_padded_batch_is_lossless_per_row():
+    """Two rows of different lengths (one left-padded) sampled together: each row's tokens 1-4 follow
+    that row's exact target law, with every row's tree walked and committed on its own."""
+    target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
+    generator = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(0, VOCAB, (1, 4), generator=generator), torch.randint(0, VOCAB, (1, 3), generator=generator)]
+    ids = torch.zeros(2, 4, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, prompt in enumerate(prompts):
+        ids[row, 4 - prompt.shape[1]:], mask[row, 4 - prompt.shape[1]:] = prompt[0], 1
+    draft = TableMixedDraft.from_target(target, tree_widths=[2, 2, 2])
+    table = target(torch.cat([prompts[0].expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)).logits[:, -1]
+    draft.register_buffer("table", table.float(), persistent=False)
+    joints = [_exact_joint(target, prompt) for prompt in prompts]
+
+    counts = [np.zeros([VOCAB] * 4) for _ in prompts]
+    deep_rounds = 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(4321)
+        for _ in range(BATCH_SAMPLES):
+            out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW_TOKENS,
+                                  do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, pad_token_id=0)
+            for row in range(2):
+                counts[row][tuple(out[row, 4:8].tolist())] += 1
+            deep_rounds += draft.last_stats.accepted_lengths[4] > 0
+    finally:
+        torch.set_num_threads(threads)
+
+    for row, (joint, count) in enumerate(zip(joints, counts)):
+        assert count[joint == 0].sum() == 0, row  # never a token that top-k forbids
+        for position in (0, 1, 2, 3):
+            others = tuple(axis for axis in range(4) if axis != position)
+            marginal, observed = joint.sum(axis=others), count.sum(axis=others)
+            support = marginal > 0
+            pvalue = chisquare(observed[support], marginal[support] / marginal[support].sum() * BATCH_SAMPLES).pvalue
+            assert pvalue > ALPHA, (f"row {row}, token {position + 1}", pvalue, observed, marginal * BATCH_SAMPLES)
+        support = joint > 0
+        assert _pooled_g_test(count[support], joint[support] / joint[support].sum()) > ALPHA, (row, "joint")
+    assert deep_rounds > 0.25 * BATCH_SAMPLES, deep_rounds  # depth-3 paths were accepted

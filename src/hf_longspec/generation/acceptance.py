@@ -85,17 +85,24 @@ class PathVerifier:
         self.do_sample = do_sample
         self.keep_scores = keep_scores
 
-    def _scores(self, sequence: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        return self.logits_processor(sequence, logits) if self.logits_processor is not None else logits
+    def _scores(self, sequence: torch.Tensor, logits: torch.Tensor, row: int, batch: int) -> torch.Tensor:
+        if self.logits_processor is None:
+            return logits
+        if batch == 1:
+            return self.logits_processor(sequence, logits)
+        # Processors may keep state per batch position (the repetition penalty keeps each row's padding
+        # length): hand them a whole batch whose every row is this one, and keep this row's result.
+        return self.logits_processor(sequence.repeat(batch, 1), logits.repeat(batch, 1))[row : row + 1]
 
     @torch.no_grad()
-    def verify(self, tree: HostTree, target_logits: torch.Tensor, sequence: torch.Tensor) -> VerifiedPath:
-        """sequence: (1, L) committed ids ending with the root."""
+    def verify(self, tree: HostTree, target_logits: torch.Tensor, sequence: torch.Tensor, row: int = 0,
+               batch: int = 1) -> VerifiedPath:
+        """sequence: (1, L) committed ids of batch row ``row`` (of ``batch``), ending with the root."""
         path = VerifiedPath(accepted_nodes=[0], tokens=[])
         node = 0
         while True:
             logits = target_logits[node : node + 1].float()
-            scores = self._scores(sequence, logits.clone())
+            scores = self._scores(sequence, logits.clone(), row, batch)
             if self.keep_scores:
                 path.scores.append(scores)
                 path.logits.append(logits)

@@ -46,14 +46,12 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         )
     batch = input_ids.shape[0]
     if batch > 1:
-        on_host = generation_config.do_sample or (logits_processor is not None and len(logits_processor) > 0) or (
-            generation_config.return_dict_in_generate
-            and (generation_config.output_scores or generation_config.output_logits))
-        if on_host:
+        if generation_config.return_dict_in_generate and (generation_config.output_scores
+                                                           or generation_config.output_logits):
             raise UnsupportedGenerationError(
-                f"batch size {batch} (num_return_sequences counts too): LongSpec speculates batches with greedy "
-                "decoding and no logits processors or returned scores; allowed: batch size 1 for sampling, "
-                "processors (repetition_penalty, ...) or output_scores/output_logits."
+                f"batch size {batch}: LongSpec returns scores and logits (output_scores / output_logits) for "
+                "batch size 1 only; allowed with batches: greedy or sampling, with logits processors, "
+                "returning sequences (and the cache)."
             )
         if streamer is not None:
             raise UnsupportedGenerationError(f"a streamer supports batch size 1, like generate(); got batch size {batch}.")

@@ -131,8 +131,8 @@ class LongSpecDecoder:
                           **self._cache_kwargs)
         return out.logits
 
-    def _draft(self, drafter: TreeDrafter, sequence=None) -> None:
-        drafter.build(self.context, self.root_tokens, self.cache.lengths, sequence)
+    def _draft(self, drafter: TreeDrafter, sequences=None) -> None:
+        drafter.build(self.context, self.root_tokens, self.cache.lengths, sequences)
 
     def _draft_greedy_eager(self) -> None:
         self._draft(self._greedy_drafter)
@@ -210,16 +210,25 @@ class LongSpecDecoder:
 
     # ------------------------------------------------------------------ host-walked round
     @torch.no_grad()
-    def round_on_host(self, drafter: TreeDrafter, verifier: PathVerifier, sequence: torch.Tensor) -> VerifiedPath:
-        """Processors / sampling / scores: eager drafting and verification forward, then the host walk."""
-        self._draft(drafter, sequence)
+    def round_on_host(self, drafter: TreeDrafter, verifier: PathVerifier, sequences: list[torch.Tensor],
+                      active: list[bool] | None = None) -> list[VerifiedPath | None]:
+        """Processors / sampling / scores: eager drafting and verification forward, then each active
+        row's tree walked on the host (``sequences``: per row, (1, L_b) committed ids ending with the
+        root). Returns each row's verified path (None for a finished row, which commits nothing)."""
+        self._draft(drafter, sequences)
         logits = self._verify_forward()
-        path = verifier.verify(self.tree.to_host(0), logits[0], sequence)
-        nodes = path.accepted_nodes + [0] * (self.layout.depth + 1 - len(path.accepted_nodes))
-        path_nodes = torch.tensor([nodes], device=self.device)
-        accepted = torch.tensor([len(path.accepted_nodes)], device=self.device)
-        self._commit(path_nodes, accepted, torch.tensor([path.tokens[-1]], device=self.device))
-        return path
+        paths, nodes, accepted, roots = [], [], [], []
+        for row, sequence in enumerate(sequences):
+            running = active is None or active[row]
+            path = verifier.verify(self.tree.to_host(row), logits[row], sequence, row, len(sequences)) if running else None
+            kept = path.accepted_nodes if path is not None else [0]
+            paths.append(path)
+            nodes.append(kept + [0] * (self.layout.depth + 1 - len(kept)))
+            accepted.append(len(kept) if path is not None else 0)
+            roots.append(path.tokens[-1] if path is not None else 0)  # a finished row keeps its root (active)
+        self._commit(torch.tensor(nodes, device=self.device), torch.tensor(accepted, device=self.device),
+                     torch.tensor(roots, device=self.device))
+        return paths
 
     def host_drafter(self, logits_processor, do_sample: bool) -> TreeDrafter:
         return TreeDrafter(self.draft, self.layout, self.tree, logits_processor, do_sample)

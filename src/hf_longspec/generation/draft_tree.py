@@ -137,9 +137,9 @@ class TreeDrafter:
 
     @torch.no_grad()
     def build(self, context: DraftStepContext, root_tokens: torch.Tensor, root_positions: torch.Tensor,
-              sequence: torch.Tensor | None = None) -> None:
-        """root_tokens/root_positions: (B,) device tensors. ``sequence`` (B, L), the committed ids
-        ending with the root, is needed only by logits processors."""
+              sequences: list[torch.Tensor] | None = None) -> None:
+        """root_tokens/root_positions: (B,) device tensors. ``sequences``: per row, the (1, L_b)
+        committed ids ending with the root (rows differ in length); needed only by logits processors."""
         tree, layout = self.buffers, self.layout
         batch = root_tokens.shape[0]
         tree.tokens[:, 0] = root_tokens
@@ -160,7 +160,7 @@ class TreeDrafter:
                 slot=start,
                 tree_mask=tree.ancestors[:, frontier, :run],
             )[0]
-            log_q = self._log_probs(logits, sequence, tree.path_tokens[:, frontier, : depth - 1])
+            log_q = self._log_probs(logits, sequences, tree.path_tokens[:, frontier, : depth - 1])
             if tree.draft_probs is not None:
                 tree.draft_probs[:, frontier] = log_q.exp()
             parent_local, child_tokens, child_log_q = self._choose_children(log_q, tree.scores[:, frontier], width)
@@ -176,13 +176,20 @@ class TreeDrafter:
             paths[:, :, depth - 1] = child_tokens
             tree.path_tokens[:, new] = paths
 
-    def _log_probs(self, logits: torch.Tensor, sequence, path_tokens) -> torch.Tensor:
-        """Log q per frontier node (B, n, V), after the same logits processors the target's scores get."""
+    def _log_probs(self, logits: torch.Tensor, sequences, path_tokens) -> torch.Tensor:
+        """Log q per frontier node (B, n, V), after the logits processors the target's scores get.
+
+        One processor call per frontier column, on a (B, ...) batch in row order, since processors may
+        keep state per batch position. Rows have committed different lengths, so each row's history is
+        cut to the shortest row's: exact for one row, an approximation of the target's processing for
+        several, which is fine for a draft (verification is exact whatever q is)."""
         scores = logits.float()
         if self.logits_processor is not None:
-            batch, count, vocab = scores.shape
-            ids = torch.cat([sequence[:, None].expand(batch, count, -1), path_tokens], dim=2)
-            scores = self.logits_processor(ids.flatten(0, 1), scores.flatten(0, 1)).view(batch, count, vocab)
+            shortest = min(sequence.shape[1] for sequence in sequences)
+            history = torch.cat([sequence[:, sequence.shape[1] - shortest:] for sequence in sequences])  # (B, m)
+            scores = torch.stack([
+                self.logits_processor(torch.cat([history, path_tokens[:, column]], dim=1), scores[:, column])
+                for column in range(scores.shape[1])], dim=1)
         return torch.log_softmax(scores, dim=-1)
 
     def _choose_children(self, log_q: torch.Tensor, parent_scores: torch.Tensor, width: int):

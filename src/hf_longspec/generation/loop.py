@@ -218,10 +218,10 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first
         decoder.set_active(active)
     try:
         while any(active):
-            if on_host:  # batch size 1 (checked)
-                emitter = emitters[0]
-                path = decoder.round_on_host(drafter, verifier, emitter.sequence)
-                rows = [(0, path.tokens, _is_non_chain(decoder, path.accepted_nodes), path.scores, path.logits)]
+            if on_host:
+                paths = decoder.round_on_host(drafter, verifier, [e.sequence for e in emitters], active)
+                rows = [(row, path.tokens, _is_non_chain(decoder, path.accepted_nodes, row), path.scores, path.logits)
+                        for row, path in enumerate(paths) if path is not None]
             else:
                 result = decoder.run_round().tolist()
                 rows = [(row, r[2 : 2 + r[0]], r[1], None, None) for row, r in enumerate(result) if active[row]]
@@ -247,9 +247,9 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first
         stats.warmup_seconds = decoder.warmup_seconds
 
 
-def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int]) -> bool:
+def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int], row: int = 0) -> bool:
     """Host-walked rounds: the same test greedy_accept makes on the device."""
-    first = first_child_flags(decoder.layout, decoder.tree.parents)[0].tolist()
+    first = first_child_flags(decoder.layout, decoder.tree.parents)[row].tolist()
     return not all(first[node] for node in accepted_nodes[1:])
 
 
