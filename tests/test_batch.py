@@ -99,6 +99,8 @@ def test_batch_refusals_name_what_is_allowed(pair):
     with pytest.raises(UnsupportedGenerationError, match="batch size 3: LongSpec returns scores.*batch size 1 only"):
         target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, output_scores=True,
                         return_dict_in_generate=True)
+    with pytest.raises(UnsupportedGenerationError, match="a streamer supports batch size 1, like generate"):
+        target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, streamer=object())
     right = mask.flip(1)
     with pytest.raises(UnsupportedGenerationError, match="left padding only"):
         target.generate(ids.flip(1), attention_mask=right, assistant_model=draft, max_new_tokens=4)
