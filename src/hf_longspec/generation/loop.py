@@ -119,7 +119,8 @@ def longspec_generate(
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
 
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
-    longspec_compile: torch.compile the round's drafting and verification forward (default: on CUDA).
+    longspec_compile: torch.compile the round's drafting and verification forward (default: on CUDA,
+        for a target on one device).
     """
     from ..errors import UnsupportedGenerationError
 
@@ -170,7 +171,10 @@ def longspec_generate(
 
     if not all(e.finished for e in emitters) and layout.depth > 0:
         capacity = bucketed_capacity(generation_config.max_length, layout)
-        compile_round = longspec_compile if longspec_compile is not None else input_ids.device.type == "cuda"
+        # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
+        # same collectives, and a compile failure (eager fallback) on one rank alone would break that
+        default_compile = input_ids.device.type == "cuda" and draft._head_shard is None
+        compile_round = longspec_compile if longspec_compile is not None else default_compile
         decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample,
                                    bool(compile_round) and not on_host, batch)
         try:
