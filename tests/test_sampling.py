@@ -85,6 +85,22 @@ def _pooled_g_test(counts, probs):
     return power_divergence(observed[keep], expected[keep], lambda_="log-likelihood").pvalue
 
 
+def _assert_follows(counts, joint, positions, label=""):
+    """Observed counts of tokens 1-4 against their exact joint law: no forbidden token, chi-square on
+    the marginals at ``positions`` and a pooled G-test on the joint, each at ALPHA."""
+    samples = counts.sum()
+    assert counts[joint == 0].sum() == 0, label  # never a token that top-k forbids
+    for position in positions:
+        others = tuple(axis for axis in range(4) if axis != position)
+        marginal, observed = joint.sum(axis=others), counts.sum(axis=others)
+        support = marginal > 0
+        pvalue = chisquare(observed[support], marginal[support] / marginal[support].sum() * samples).pvalue
+        assert pvalue > ALPHA, (label, f"token {position + 1}", pvalue, observed, marginal * samples)
+    support = joint > 0
+    pvalue = _pooled_g_test(counts[support], joint[support] / joint[support].sum())
+    assert pvalue > ALPHA, (label, "joint of tokens 1-4", pvalue)
+
+
 @torch.no_grad()
 def test_sampling_through_a_depth_3_tree_is_lossless():
     target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
@@ -110,16 +126,7 @@ def test_sampling_through_a_depth_3_tree_is_lossless():
     finally:
         torch.set_num_threads(threads)
 
-    assert counts[joint == 0].sum() == 0  # never a token that top-k forbids
-    for position in (1, 2, 3):  # tokens 2, 3, 4
-        others = tuple(axis for axis in range(4) if axis != position)
-        marginal, observed = joint.sum(axis=others), counts.sum(axis=others)
-        support = marginal > 0
-        pvalue = chisquare(observed[support], marginal[support] / marginal[support].sum() * SAMPLES).pvalue
-        assert pvalue > ALPHA, (f"token {position + 1}", pvalue, observed, marginal * SAMPLES)
-    support = joint > 0
-    pvalue = _pooled_g_test(counts[support], joint[support] / joint[support].sum())
-    assert pvalue > ALPHA, ("joint of tokens 1-4", pvalue)
+    _assert_follows(counts, joint, positions=(1, 2, 3))  # tokens 2, 3, 4 and the joint of 1-4
     # the test exercises what it claims: deep accepted paths and tokens produced after commits
     assert reached_depth_3 > 0.25 * SAMPLES and several_rounds > 0.25 * SAMPLES, (reached_depth_3, several_rounds)
 
@@ -160,13 +167,5 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row():
         torch.set_num_threads(threads)
 
     for row, (joint, count) in enumerate(zip(joints, counts)):
-        assert count[joint == 0].sum() == 0, row  # never a token that top-k forbids
-        for position in (0, 1, 2, 3):
-            others = tuple(axis for axis in range(4) if axis != position)
-            marginal, observed = joint.sum(axis=others), count.sum(axis=others)
-            support = marginal > 0
-            pvalue = chisquare(observed[support], marginal[support] / marginal[support].sum() * BATCH_SAMPLES).pvalue
-            assert pvalue > ALPHA, (f"row {row}, token {position + 1}", pvalue, observed, marginal * BATCH_SAMPLES)
-        support = joint > 0
-        assert _pooled_g_test(count[support], joint[support] / joint[support].sum()) > ALPHA, (row, "joint")
+        _assert_follows(count, joint, positions=(0, 1, 2, 3), label=f"row {row}")
     assert deep_rounds > 0.25 * BATCH_SAMPLES, deep_rounds  # depth-3 paths were accepted
