@@ -1,0 +1,289 @@
+"""tau against context length, per prompt kind: does the draft hold its acceptance up to 8k?
+
+    PYTHONPATH=src python benchmarks/tau_curve.py --out DIR [--lengths 1024 2048 4096 8000] \
+        [--kinds code prose chat] [--prompts 2] [--new-tokens 64] [--check-exact [LENGTH ...]] \
+        [--device cuda --dtype bfloat16] [--draft embedded|FOLDER]
+
+tau = tokens emitted per speculation round (`draft.last_stats.tau`), greedy, default tree, one
+`target.generate(ids, assistant_model=draft)` call per prompt on the embedded SmolLM2 target.
+Prompts come from the corpus eval split only (never trained on), at exactly each length:
+- code, prose (and any other corpus kind): bench.workloads, the cut lands inside a document;
+- chat: an eval-split document (code or docs, alternating by prompt index) inside a user turn that
+  asks for a summary / explanation (training.chat_data's task texts), rendered with the target's
+  chat template; the document is cut so the rendered prompt has exactly the length asked for.
+Acceptance per depth comes from the histogram of tokens per round: reach[d] = share of rounds whose
+accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[d - 1].
+`--check-exact` also runs plain greedy generate and records whether the tokens are identical
+(bare: every length; with lengths: only those). Writes DIR/tau_curve.json, .md and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.bench.workloads import build_workloads
+from hf_longspec.corpus import long_prompt_ids
+from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
+
+CHAT_SOURCES = ("code", "docs")  # chat prompt i wraps a document of CHAT_SOURCES[i % 2]
+_MARKER = "\uE000DOCUMENT\uE000"  # a private-use placeholder, split out of the rendered template
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def chat_prompt(tokenizer, length: int, index: int, seed: int = 0) -> tuple[str, list[int]]:
+    """(description, ids): a user turn over an eval-split document, in the chat template, `length` tokens.
+
+    The template is rendered around a placeholder; its two halves are tokenized apart and the
+    document's tokens fill exactly the room left between them."""
+    source = CHAT_SOURCES[index % len(CHAT_SOURCES)]
+    tasks = TASKS_BY_SOURCE.get(source, PROSE_TASKS)
+    task, template = tasks[(index // len(CHAT_SOURCES)) % len(tasks)]
+    messages = [{"role": "user", "content": template.format(document=_MARKER)}]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    head, tail = text.split(_MARKER)
+    head_ids = tokenizer.encode(head, add_special_tokens=False)
+    tail_ids = tokenizer.encode(tail, add_special_tokens=False)
+    room = length - len(head_ids) - len(tail_ids)
+    if room < 1:
+        raise ValueError(f"a chat prompt needs more than {len(head_ids) + len(tail_ids)} tokens, got {length}")
+    document = long_prompt_ids(tokenizer, room, kind=source, split="eval", seed=seed + index)
+    return f"{task}:{source}", head_ids + document + tail_ids
+
+
+def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0) -> list[dict]:
+    """Every (length, kind, index) prompt, ordered by length then kind."""
+    corpus_kinds = [k for k in kinds if k != "chat"]
+    workloads = {(w.length, w.kind, w.index): w
+                 for w in build_workloads(tokenizer, lengths, corpus_kinds, prompts, seed=seed)}
+    found = []
+    for length in sorted(lengths):
+        for kind in kinds:
+            for index in range(prompts):
+                if kind == "chat":
+                    source, ids = chat_prompt(tokenizer, length, index, seed)
+                else:
+                    w = workloads[(length, kind, index)]
+                    source, ids = w.source, list(w.input_ids)
+                assert len(ids) == length, (kind, length, len(ids))
+                found.append({"length": length, "kind": kind, "index": index, "source": source, "input_ids": ids})
+    return found
+
+
+def depth_acceptance(histogram: dict, depth: int) -> dict:
+    """reach[d]: share of rounds accepting >= d draft tokens; accept[d] = reach[d] / reach[d-1].
+
+    Histogram keys are tokens per round (accepted draft tokens + the bonus token)."""
+    rounds = sum(histogram.values())
+    reach = [sum(n for emitted, n in histogram.items() if int(emitted) - 1 >= d) / rounds if rounds else 0.0
+             for d in range(depth + 1)]
+    accept = [reach[d] / reach[d - 1] if reach[d - 1] else None for d in range(1, depth + 1)]
+    return {"reach": reach[1:], "accept": accept}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int) -> dict:
+    device = target.get_input_embeddings().weight.device
+    ids = torch.tensor([prompt["input_ids"]], device=device)
+    common = {"attention_mask": torch.ones_like(ids), "max_new_tokens": args.new_tokens, "do_sample": False,
+              "pad_token_id": args.pad_token_id}
+    extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
+    _sync(device)
+    start = time.perf_counter()
+    out = target.generate(ids, assistant_model=draft, **common, **extra)
+    _sync(device)
+    stats = draft.last_stats.as_dict()
+    new = out[0, ids.shape[1]:].tolist()
+    record = {k: prompt[k] for k in ("length", "kind", "index", "source")}
+    record.update(tau=stats["tau"], rounds=stats["rounds"], new_tokens=len(new), seconds=time.perf_counter() - start,
+                  histogram=stats["accepted_length_histogram"], depth=depth_acceptance(stats["accepted_length_histogram"], depth),
+                  tokens=new)
+    if check_exact:
+        start = time.perf_counter()
+        reference = target.generate(ids, **common)[0, ids.shape[1]:].tolist()
+        _sync(device)
+        record["vanilla_seconds"] = time.perf_counter() - start
+        record["identical"] = reference == new
+        if not record["identical"]:
+            record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
+                                              min(len(new), len(reference)))
+    return record
+
+
+def summarize(records: list[dict], depth: int) -> list[dict]:
+    """Mean tau per (length, kind), and pooled acceptance per depth over that group's rounds."""
+    rows = []
+    for length in sorted({r["length"] for r in records}):
+        for kind in dict.fromkeys(r["kind"] for r in records):
+            group = [r for r in records if r["length"] == length and r["kind"] == kind]
+            if not group:
+                continue
+            pooled = {}
+            for r in group:
+                for emitted, n in r["histogram"].items():
+                    pooled[int(emitted)] = pooled.get(int(emitted), 0) + n
+            checked = [r["identical"] for r in group if "identical" in r]
+            rows.append({"length": length, "kind": kind, "n": len(group),
+                         "tau_mean": statistics.fmean(r["tau"] for r in group),
+                         "tau_min": min(r["tau"] for r in group), "tau_max": max(r["tau"] for r in group),
+                         "histogram": dict(sorted(pooled.items())), "depth": depth_acceptance(pooled, depth),
+                         "exact": f"{sum(checked)}/{len(checked)}" if checked else None})
+    return rows
+
+
+def goals(rows: list[dict]) -> dict:
+    """The issue's targets, checked on the measured means (None when a needed cell was not run)."""
+    def mean(kinds, lo, hi):
+        taus = [r["tau_mean"] for r in rows if r["kind"] in kinds and lo <= r["length"] <= hi]
+        return statistics.fmean(taus) if taus else None
+
+    def at(kind, length):
+        return next((r["tau_mean"] for r in rows if r["kind"] == kind and r["length"] == length), None)
+
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    lengths = sorted({r["length"] for r in rows})
+    mid = [n for n in lengths if 2048 <= n <= 8192]
+    result = {"mean_tau_2k_8k": mean(kinds, 2048, 8192)}
+    result["mean_tau_2k_8k_ok"] = None if result["mean_tau_2k_8k"] is None else result["mean_tau_2k_8k"] >= 4.0
+    for kind, floor in (("code", 3.5), ("prose", 3.5), ("chat", 2.5)):
+        value = mean([kind], 2048, 8192) if kind != "chat" else mean([kind], 0, 10**9)
+        result[f"{kind}_tau"] = value
+        result[f"{kind}_ok"] = None if value is None else value >= floor
+    if mid and mid[0] != mid[-1]:
+        for kind in kinds:
+            first, last = at(kind, mid[0]), at(kind, mid[-1])
+            result[f"{kind}_tau_{mid[-1]}_over_{mid[0]}"] = last / first if first else None
+        pooled = [mean(kinds, n, n) for n in (mid[0], mid[-1])]
+        result[f"all_tau_{mid[-1]}_over_{mid[0]}"] = pooled[1] / pooled[0] if pooled[0] else None
+        ratios = [result[f"{k}_tau_{mid[-1]}_over_{mid[0]}"] for k in kinds]
+        result["no_kind_drops_over_10pct_ok"] = all(r is not None and r >= 0.9 for r in ratios)
+    return result
+
+
+def markdown(rows: list[dict], depth: int) -> str:
+    head = "| context | kind | n | tau mean | tau min-max | " + " | ".join(f"accept d{d}" for d in range(1, depth + 1))
+    lines = [head + " | exact vs greedy |", "|---|---|---|---|---|" + "---|" * depth + "---|"]
+    for row in rows:
+        accept = " | ".join("-" if a is None else f"{a:.2f}" for a in row["depth"]["accept"])
+        lines.append(f"| {row['length']} | {row['kind']} | {row['n']} | {row['tau_mean']:.2f} | "
+                     f"{row['tau_min']:.2f}-{row['tau_max']:.2f} | {accept} | {row['exact'] or 'not checked'} |")
+    return "\n".join(lines)
+
+
+def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path | None:
+    """tau vs context, one line (means) and dots (prompts) per kind; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for number, kind in enumerate(dict.fromkeys(r["kind"] for r in rows)):
+        mine = [r for r in rows if r["kind"] == kind]
+        axis.plot([r["length"] for r in mine], [r["tau_mean"] for r in mine], marker="o", color=f"C{number}",
+                  label=kind)
+        dots = [r for r in records if r["kind"] == kind]
+        axis.scatter([r["length"] for r in dots], [r["tau"] for r in dots], color=f"C{number}", alpha=0.35, s=14)
+    lengths = sorted({r["length"] for r in rows})
+    axis.axhspan(3.0, 4.5, color="grey", alpha=0.12, label="LongSpec paper, LongBench (7B-13B targets)")
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(lengths, [str(n) for n in lengths])
+    axis.minorticks_off()
+    axis.set_ylim(bottom=0.9)
+    axis.set_xlabel("context (prompt tokens)")
+    axis.set_ylabel("tau (tokens per round; dots = prompts)")
+    axis.set_title(title, fontsize=9)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="folder for tau_curve.json / .md / .png")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8000])
+    parser.add_argument("--kinds", nargs="+", default=["code", "prose", "chat"],
+                        help="'chat' or any corpus kind (code, prose, docs, man, ...)")
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per (length, kind)")
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--check-exact", type=int, nargs="*", default=None, metavar="LENGTH",
+                        help="also run plain greedy generate and compare (bare: every length)")
+    parser.add_argument("--device", default=None, help="default: cuda when available, else cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help="default: float32 on cpu, bfloat16 on cuda")
+    parser.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a draft folder")
+    parser.add_argument("--tree-widths", type=int, nargs="+", default=None, help="default: the draft's tree")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if max(args.lengths) + args.new_tokens > 8192:
+        parser.error(f"length + new tokens must stay within the target's 8192 positions: "
+                     f"{max(args.lengths)} + {args.new_tokens}")
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target, tokenizer = load_embedded_target(device=args.device, dtype=DTYPES.get(args.dtype))
+    device = target.get_input_embeddings().weight.device
+    if args.draft == "embedded":
+        draft = load_embedded_draft(target)
+    else:
+        from hf_longspec import LongSpecDraftModel
+
+        reference = target.get_input_embeddings().weight
+        draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype).to(device).eval().bind(target)
+    widths = args.tree_widths or list(draft.config.tree_widths)
+    depth = len(widths)
+    args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed)
+    exact_lengths = set() if args.check_exact is None else set(args.check_exact or args.lengths)
+    print(f"{len(prompts)} prompts on {device} ({time.perf_counter() - started:.0f} s)", flush=True)
+    records = []
+    for prompt in prompts:
+        record = run_prompt(target, draft, prompt, args, prompt["length"] in exact_lengths, depth)
+        records.append(record)
+        print(f"{record['length']} {record['kind']}-{record['index']} ({record['source']}): tau {record['tau']:.2f}, "
+              f"{record['new_tokens']} tokens in {record['seconds']:.1f} s"
+              + (f", identical to greedy: {record['identical']}" if "identical" in record else ""), flush=True)
+    rows = summarize(records, depth)
+    dtype = str(target.get_input_embeddings().weight.dtype).replace("torch.", "")
+    settings = {k: v for k, v in vars(args).items()}
+    settings.update(tree_widths=widths, dtype=dtype)
+    result = {"machine": machine_info(device, ["benchmarks/tau_curve.py", *(sys.argv[1:] if argv is None else argv)]),
+              "settings": settings, "rows": rows, "goals": goals(rows), "runs": records,
+              "seconds": time.perf_counter() - started}
+    table = markdown(rows, depth)
+    (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "tau_curve.md").write_text(table + "\n")
+    title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context\n({device.type}, {dtype}, greedy, "
+             f"tree {'-'.join(map(str, widths))}, {args.new_tokens} new tokens)")
+    plot(records, rows, out_dir / "tau_curve.png", title)
+    print(table)
+    print("goals:", json.dumps(result["goals"]))
+    return result
+
+
+if __name__ == "__main__":
+    main()
+    raise SystemExit(0)

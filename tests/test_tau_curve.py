@@ -1,0 +1,52 @@
+"""benchmarks/tau_curve.py: chat prompts of exact length, acceptance per depth, a tiny end-to-end run."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tau_curve():
+    spec = importlib.util.spec_from_file_location("tau_curve", REPO / "benchmarks" / "tau_curve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_depth_acceptance_from_tokens_per_round(tau_curve):
+    # 4 rounds: 0, 2, 5 and 5 draft tokens accepted (the histogram counts the bonus token too)
+    got = tau_curve.depth_acceptance({1: 1, 3: 1, 6: 2}, depth=5)
+    assert got["reach"] == [0.75, 0.75, 0.5, 0.5, 0.5]
+    assert got["accept"] == [0.75, 1.0, pytest.approx(2 / 3), 1.0, 1.0]
+
+
+def test_chat_prompt_is_the_chat_template_around_an_eval_document(tau_curve, embedded):
+    _, tokenizer = embedded
+    for index in (0, 1):  # a code document, then a docs one
+        description, ids = tau_curve.chat_prompt(tokenizer, 200, index)
+        text = tokenizer.decode(ids)
+        assert len(ids) == 200 and description.endswith(tau_curve.CHAT_SOURCES[index])
+        assert text.startswith("<|im_start|>system") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    with pytest.raises(ValueError, match="chat prompt needs more"):
+        tau_curve.chat_prompt(tokenizer, 8, 0)
+
+
+def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # PyTorch math on the CPU, as a plain run
+    monkeypatch.setattr(tau_curve, "load_embedded_target", lambda **kwargs: embedded)  # the session's SmolLM2
+    tau_curve.main(["--out", str(tmp_path), "--lengths", "96", "--kinds", "code", "chat", "--prompts", "1",
+                    "--new-tokens", "4", "--check-exact"])  # prose prompts: test_bench's workloads test
+    result = json.loads((tmp_path / "tau_curve.json").read_text())
+    assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]
+    assert result["settings"]["tree_widths"] == [4, 16, 16, 16, 16] and result["settings"]["dtype"] == "float32"
+    for run in result["runs"]:
+        assert run["tau"] >= 1.0 and run["identical"] is True  # float32: the same tokens as greedy
+        assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 4
+    assert all(row["exact"] == "1/1" for row in result["rows"]) and result["goals"]["chat_tau"] >= 1.0
+    assert "| 96 | chat | 1 |" in (tmp_path / "tau_curve.md").read_text()
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "tau_curve.png").stat().st_size > 0
