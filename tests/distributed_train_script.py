@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-seconds", type=float, default=None)
+    parser.add_argument("--rollout-steps", type=int, default=1)
     args = parser.parse_args()
     if os.environ.get("ACCELERATE_USE_FSDP") == "true" and not torch.cuda.is_available():
         fsdp_on_cpu()
@@ -60,6 +61,7 @@ def main():
         output_dir=args.output, max_steps=args.steps, seq_len=64, batch_size=args.batch_size, learning_rate=1e-2,
         warmup_steps=0, max_tokens=40_000, save_steps=10**6, logging_steps=1, distill="argmax",
         kinds=["prose"], draft_overrides={"sliding_window": 32}, max_seconds=args.max_seconds,
+        rollout_steps=args.rollout_steps,
     )
     draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
     if os.environ.get("RANK", "0") == "0":

@@ -20,12 +20,13 @@ FSDP = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str
         "fsdp_accelerate_2gpu.yaml"), "--num_processes", "2", "--main_process_port", "29518"]
 
 
-def _run(args, folder, name, batch_size, **env_extra):
+def _run(args, folder, name, batch_size, script_args=(), **env_extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]), **env_extra}
     env.pop("ACCELERATE_USE_FSDP", None)
     out = folder / name
-    result = subprocess.run([*args, str(SCRIPT), "--output", str(out), "--batch-size", str(batch_size)], env=env,
+    result = subprocess.run([*args, str(SCRIPT), "--output", str(out), "--batch-size", str(batch_size),
+                             *script_args], env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     log = json.loads((out / "final" / "training_log.json").read_text())
@@ -89,3 +90,17 @@ def test_fsdp_bf16_equals_data_parallel_bf16(tmp_path, ddp):
     _assert_same_training((dp_bf16, dp_losses), (fsdp_bf16, fsdp_losses), initial, fsdp_initial)
     for run in (dp_bf16, fsdp_bf16):  # bf16 compute really ran in both
         assert max((run[name] - fp32[name]).abs().max().item() for name in run) > 1e-3
+
+
+def test_rollout_two_rank_data_parallel_equals_one_process(tmp_path):
+    """Multi-step rollout (3 steps, one forward call per batch) trains the same draft under DDP as in
+    one process, and the per-step losses it logs are averaged over the ranks."""
+    rollout = ("--rollout-steps", "3")
+    initial, single, single_losses = _run([sys.executable], tmp_path, "single", 4, rollout)
+    ddp_initial, ddp_final, ddp_losses = _run(TORCHRUN, tmp_path, "ddp", 2, rollout)
+    _assert_same_training((single, single_losses), (ddp_final, ddp_losses), initial, ddp_initial)
+    logs = [[entry for entry in json.loads((tmp_path / name / "final" / "training_log.json").read_text())
+             if "loss" in entry] for name in ("single", "ddp")]
+    for one, two in zip(*logs):
+        for key in ("loss_step_1", "loss_step_2", "loss_step_3"):
+            assert abs(one[key] - two[key]) <= 1e-3 * abs(one[key]), (key, one, two)

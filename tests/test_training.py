@@ -113,18 +113,19 @@ class _StepsRun(TrainerCallback):
         self.steps.append(state.global_step)
 
 
-@pytest.mark.parametrize("noisy", [False, True])
-def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy):
+@pytest.mark.parametrize("noisy, rollout_steps", [(False, 1), (True, 1), (True, 3)])
+def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy, rollout_steps):
     """24 steps in one go == 12 steps, interrupted, then resumed to 24: the resumed run executes only
     steps 13..24 and ends on the same weights (a different fresh init proves they come from the
-    checkpoint, optimizer and scheduler state included)."""
+    checkpoint, optimizer and scheduler state included). Rollout draws nothing at random (argmax
+    inputs), so it resumes exactly too."""
     target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
 
     def recipe(name):
         return TrainRecipe(
             output_dir=str(tmp_path / name), max_steps=24, seq_len=32, batch_size=4, learning_rate=1e-2,
             warmup_steps=0, max_tokens=20_000, save_steps=12, logging_steps=1, distill="argmax", noisy=noisy,
-            kinds=["prose"], draft_overrides={"sliding_window": 16},
+            kinds=["prose"], draft_overrides={"sliding_window": 16}, rollout_steps=rollout_steps,
         )
 
     dataset = build_dataset(ByteTokenizer(), recipe("whole"))
@@ -163,3 +164,140 @@ def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     assert speed["global_step"] == speed["steps"] == 1 and speed["tokens_per_step"] == 2 * 32
     with pytest.raises(TrainingRecipeError, match="max_seconds"):
         TrainRecipe(output_dir=str(tmp_path / "new"), max_seconds=0).check()
+
+
+# ------------------------------------------------------------------------------ multi-step rollout
+@pytest.fixture
+def one_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on shared cores two threads waiting for
+    each other made the rollout run below 70x slower (73 s against 1 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _rollout_case(dtype=torch.float32):
+    """A tiny target, a draft perturbed off its init (so its argmax chains are not trivial), one
+    fixed batch: ids, anchor-offset positions (a jump after 4 anchors), random target K/V, labels."""
+    target = tiny_llama(initializer_range=0.3).to(dtype)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=5).to(dtype)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=generator, dtype=dtype) * 0.2)
+    ids = torch.randint(0, 96, (2, 14), generator=generator)
+    positions = torch.cat([torch.arange(4), torch.arange(30, 40)])[None].expand(2, -1)
+    keys = torch.randn(2, 2, 14, 16, generator=generator, dtype=dtype)
+    values = torch.randn(2, 2, 14, 16, generator=generator, dtype=dtype)
+    labels = torch.randint(0, 96, (2, 14), generator=generator)
+    labels[:, 0] = -100
+    return target, draft, ids, positions, keys, values, labels
+
+
+def test_rollout_one_step_is_todays_loss_bit_for_bit(tmp_path, one_thread):
+    """rollout_steps=1 (the default) through LongSpecTrainer.compute_loss gives exactly the loss of
+    the teacher-forced forward as it was written before rollout existed (spelled out here)."""
+    import torch.nn.functional as F
+    from transformers import TrainingArguments
+
+    from hf_longspec.training.trainer import LongSpecTrainer
+
+    target, draft, ids, positions, keys, values, labels = _rollout_case()
+    hidden = draft._embed(ids)
+    cos, sin = draft.rotary_emb(positions, hidden.dtype)
+    hidden = hidden + draft.self_attn.forward_sequence(draft.input_layernorm(hidden), cos, sin, positions)
+    hidden = hidden + draft.cross_attn.forward_sequence(draft.cross_attn_layernorm(hidden), cos, sin, keys, values, 3)
+    hidden = hidden + draft.mlp(draft.post_attention_layernorm(hidden))
+    logits = draft._logits(hidden)
+    today = F.cross_entropy(logits[:, :-1].reshape(-1, 96).float(), labels[:, 1:].reshape(-1), ignore_index=-100)
+
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    trainer = LongSpecTrainer(model=draft, args=args, target=target, distill="none")
+    assert trainer.rollout_steps == 1 and TrainRecipe(output_dir="x").rollout_steps == 1
+    trainer.target_signals = lambda model, input_ids, position_ids: (keys, values, labels)
+    loss = trainer.compute_loss(draft, {"input_ids": ids, "position_ids": positions, "noise_shift": torch.tensor(3)})
+    assert torch.equal(loss, today)
+    # the rollout's first step is the same teacher-forced forward
+    rolled = draft(ids, keys, values, positions, noise_shift=3, labels=labels, rollout_steps=3)
+    assert torch.allclose(rolled.step_losses[0], today, rtol=1e-6, atol=0)
+
+
+def _greedy_chain_logits(draft, ids, positions, keys, values, shift, step, i):
+    """What the draft predicts at position i at rollout step `step`, from first principles: draft the
+    greedy chain from its real root r = i - step + 1 (position 0 at the least) one token at a time,
+    each call a plain teacher-forced forward over [real tokens .. r, chain so far] whose last
+    position may read target K/V only up to r - shift (the root's lag), then run position i."""
+    root = max(0, i - step + 1)
+    lag = shift + step - 1  # shift of the last call: its position i is step - 1 past the root's chain start
+    tokens = ids[:, : root + 1]
+    for position in range(root, i):  # the token at position + 1 is drafted at position
+        call_lag = lag - (i - position)  # the same committed K/V: i - lag == position - call_lag
+        out = draft(tokens, keys[:, :, : position + 1], values[:, :, : position + 1], positions[:, : position + 1],
+                    noise_shift=call_lag).logits[:, -1]
+        tokens = torch.cat([tokens, out.argmax(dim=-1, keepdim=True)], dim=1)
+    return draft(tokens, keys[:, :, : i + 1], values[:, :, : i + 1], positions[:, : i + 1], noise_shift=lag).logits[:, -1]
+
+
+@pytest.mark.parametrize("shift", [1, 2])
+def test_rollout_steps_equal_greedy_chains_drafted_one_token_at_a_time(shift, one_thread):
+    """rollout_steps=3 on one batch (float64): step k's logits at every position equal those of the
+    greedy chain of depth k drafted token by token with plain forwards (inputs = the draft's own
+    argmax, self-attention over real tokens up to the root plus the chain, cross-attention lag
+    shift + k - 1), and the loss is (L1 + 0.8 L2 + 0.64 L3) / 2.44 of those steps."""
+    import torch.nn.functional as F
+
+    _, draft, ids, positions, keys, values, labels = _rollout_case(torch.float64)
+    with torch.no_grad():
+        out = draft(ids, keys, values, positions, noise_shift=shift, labels=labels, rollout_steps=3)
+        assert len(out.step_logits) == 3
+        references = []
+        for step in (1, 2, 3):
+            reference = torch.stack([_greedy_chain_logits(draft, ids, positions, keys, values, shift, step, i)
+                                     for i in range(ids.shape[1])], dim=1)
+            torch.testing.assert_close(out.step_logits[step - 1], reference, rtol=1e-9, atol=1e-9)
+            references.append(reference)
+        # the steps differ: later steps read drafted tokens and see less of the target
+        assert (out.step_logits[1] - out.step_logits[0]).abs().max() > 1e-3
+        step_inputs = [torch.cat([ids[:, :1], logits[:, :-1].argmax(-1)], dim=1) for logits in references[:2]]
+        assert all((inputs != ids).any() for inputs in step_inputs)
+        losses = [F.cross_entropy(r[:, :-1].reshape(-1, 96).float(), labels[:, 1:].reshape(-1), ignore_index=-100)
+                  for r in references]  # the loss is taken in float32, as in training
+        expected = (losses[0] + 0.8 * losses[1] + 0.64 * losses[2]) / (1 + 0.8 + 0.64)
+        torch.testing.assert_close(out.loss, expected, rtol=1e-6, atol=0)
+        torch.testing.assert_close(out.step_losses, torch.stack(losses), rtol=1e-6, atol=0)
+
+
+def test_rollout_gradients_flow_through_every_step_but_not_through_inputs(one_thread):
+    """Each step's loss trains the draft through that step's own forward; the fed-back tokens are
+    integers (argmax), so nothing flows between steps through them."""
+    _, draft, ids, positions, keys, values, labels = _rollout_case()
+    out = draft(ids, keys, values, positions, noise_shift=1, labels=labels, rollout_steps=3)
+    grads = torch.autograd.grad(out.step_logits[2].sum(), [draft.mlp.down_proj.weight, draft.self_attn.k_proj.weight])
+    assert all(g.abs().sum() > 0 for g in grads)
+    assert not out.step_losses.requires_grad
+
+
+def test_rollout_training_run_learns_and_records_the_option(tmp_path, one_thread):
+    """A short CPU run with --rollout-steps 3: the loss of every step falls, the recipe records the
+    option, and bad values are refused before anything loads."""
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(
+        output_dir=str(tmp_path / "run"), max_steps=40, seq_len=32, batch_size=4, learning_rate=1e-2,
+        warmup_steps=0, max_tokens=20_000, save_steps=10**6, logging_steps=1, distill="argmax",
+        kinds=["prose"], draft_overrides={"sliding_window": 16}, rollout_steps=3,
+    )
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    final = tmp_path / "run" / "final"
+    assert json.loads((final / "training_recipe.json").read_text())["rollout_steps"] == 3
+    log = [entry for entry in json.loads((final / "training_log.json").read_text()) if "loss" in entry]
+    assert len(log) == 40
+    for key in ("loss", "loss_step_1", "loss_step_2", "loss_step_3"):
+        values = [entry[key] for entry in log]
+        assert sum(values[-5:]) / 5 < sum(values[:5]) / 5 - 0.5, (key, values)
+    for entry in log:  # the logged loss is the decay-weighted mean of the logged steps
+        mean = (entry["loss_step_1"] + 0.8 * entry["loss_step_2"] + 0.64 * entry["loss_step_3"]) / 2.44
+        assert abs(entry["loss"] - mean) < 1e-3 * entry["loss"]
+    for bad in ({"rollout_steps": 0}, {"rollout_steps": 32}, {"rollout_decay": 0}, {"rollout_steps": 2.0}):
+        with pytest.raises(TrainingRecipeError, match="rollout"):
+            TrainRecipe(output_dir=str(tmp_path / "new"), seq_len=32, max_tokens=1000, **bad).check()

@@ -107,6 +107,8 @@ def cmd_train(args) -> int:
         anchor_offset=not args.no_anchor_offset,
         noisy=not args.no_noisy,
         distill=args.distill,
+        rollout_steps=args.rollout_steps,
+        rollout_decay=args.rollout_decay,
         seed=args.seed,
         save_steps=args.save_steps,
         resume=args.resume,
@@ -202,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-anchor-offset", action="store_true")
     train.add_argument("--no-noisy", action="store_true")
     train.add_argument("--distill", choices=["argmax", "none"], default="argmax")
+    train.add_argument("--rollout-steps", type=int, default=1,
+                       help="multi-step rollout: steps 2..K feed the draft its own argmax, as tree depths 2..K do "
+                            "(1 = teacher-forced only; docs/training.md)")
+    train.add_argument("--rollout-decay", type=float, default=0.8, help="weight of step k's loss: decay ** (k - 1)")
     train.add_argument("--sliding-window", type=int, default=512)
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")

@@ -12,6 +12,8 @@ nodes against the ring buffer and the live target cache.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -371,6 +373,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         noise_shift: int = 1,
         labels: torch.LongTensor | None = None,
+        rollout_steps: int = 1,
+        rollout_decay: float = 0.8,
         **kwargs,
     ) -> CausalLMOutput:
         """Whole-sequence forward for training.
@@ -379,6 +383,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         same position_ids. noise_shift d >= 1: position i may read target K/V only up to i - d,
         as at inference where the newest 1..depth+1 entries are not verified yet.
         labels follow the transformers convention (unshifted; -100 = ignore).
+        rollout_steps K > 1: also train on the draft's own predictions (`_rollout`); the loss is
+        the decay-weighted mean of the K steps' losses. K = 1 is the teacher-forced forward alone.
         """
         if self._head_shard is not None:
             raise UnsupportedTargetError(
@@ -389,20 +395,67 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         batch, seq = input_ids.shape
         if position_ids is None:
             position_ids = torch.arange(seq, device=input_ids.device)[None].expand(batch, -1)
+        if rollout_steps > 1:
+            return self._rollout(input_ids, target_keys, target_values, position_ids, noise_shift, labels,
+                                 rollout_steps, rollout_decay)
         hidden = self._embed(input_ids)
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)
         hidden = hidden + self.self_attn.forward_sequence(self.input_layernorm(hidden), cos, sin, position_ids)
+        logits = self._cross_attention_mlp_logits(hidden, cos, sin, target_keys, target_values, noise_shift)
+        loss = _next_token_loss(logits, labels) if labels is not None else None
+        return CausalLMOutput(loss=loss, logits=logits)
+
+    def _cross_attention_mlp_logits(self, hidden, cos, sin, target_keys, target_values, shift: int) -> torch.Tensor:
+        """The rest of the layer after self-attention, through the target's LM head."""
         hidden = hidden + self.cross_attn.forward_sequence(
-            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, noise_shift
+            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
-        logits = self._logits(hidden)
+        return self._logits(hidden)
+
+    def _rollout(self, input_ids, target_keys, target_values, position_ids, noise_shift: int, labels,
+                 steps: int, decay: float) -> "LongSpecTrainingOutput":
+        """Multi-step rollout (EAGLE-3's training-time test), exact for greedy chains.
+
+        Step 1 is the teacher-forced forward. Step k >= 2 stands for tree depth k: its input at
+        position i is the draft's argmax of step k-1 at position i-1 (detached), so the chain ending
+        at (k, i) is rooted at the real token i-k+1 and holds k-1 draft tokens i-k+2..i, as a
+        depth-k node's ancestors do at inference. Self-attention sees exactly that: real tokens up
+        to the root and, at each later position j, the K/V of the step that put its token there
+        (`rollout_self_attention_mask` over the K/V of steps 1..k; a token's K/V depend on the
+        token and its position only, so they are the ones decoding would have).
+        Cross-attention sees what the chain's root saw: shift noise_shift + k - 1, so every step of
+        one chain reads the same committed target K/V, as every node of one tree does.
+        Labels are the same at every step; the loss is sum_k decay^(k-1) L_k / sum_k decay^(k-1).
+        """
+        cos, sin = self.rotary_emb(position_ids, self.norm.weight.dtype)
+        tokens = input_ids
+        step_keys, step_values, step_logits, step_losses = [], [], [], []
+        for step in range(1, steps + 1):
+            hidden = self._embed(tokens)
+            normed = self.input_layernorm(hidden)
+            keys, values = self.self_attn.project_kv(normed, cos, sin)
+            step_keys.append(keys)
+            step_values.append(values)
+            mask = rollout_self_attention_mask(position_ids, step, self.config.sliding_window)
+            attention = attend(self.self_attn.project_q(normed, cos, sin), torch.cat(step_keys, dim=2),
+                               torch.cat(step_values, dim=2), mask=mask[:, None])
+            hidden = hidden + self.self_attn.output(attention)
+            logits = self._cross_attention_mlp_logits(hidden, cos, sin, target_keys, target_values,
+                                                      noise_shift + step - 1)
+            step_logits.append(logits)
+            if labels is not None:
+                step_losses.append(_next_token_loss(logits, labels))
+            # the next depth's input at i is this step's guess for position i; position 0 has no
+            # guess and keeps its real token (a chain rooted at the sequence start)
+            tokens = torch.cat([input_ids[:, :1], logits[:, :-1].argmax(dim=-1)], dim=1).detach()
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
-            )
-        return CausalLMOutput(loss=loss, logits=logits)
+            weights = [decay ** (step - 1) for step in range(1, steps + 1)]
+            loss = sum(w * step_loss for w, step_loss in zip(weights, step_losses)) / sum(weights)
+            step_losses = torch.stack([step_loss.detach() for step_loss in step_losses])
+        return LongSpecTrainingOutput(loss=loss, logits=step_logits[0], step_logits=tuple(step_logits),
+                                      step_losses=step_losses if labels is not None else None)
 
     # ---------------------------------------------------------------- decoding
     def new_ring_buffer(self, batch_size: int = 1) -> DraftRingBuffer:
@@ -485,4 +538,41 @@ def _comparable_rope(params: dict) -> dict:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in sorted(dict(params).items())}
 
 
-__all__ = ["LongSpecDraftModel", "LongSpecPreTrainedModel", "UnsupportedTargetError"]
+def _next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of position i's logits against labels[i + 1] (labels unshifted; -100 = ignore)."""
+    return F.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
+    )
+
+
+def rollout_self_attention_mask(position_ids: torch.Tensor, step: int, window: int) -> torch.Tensor:
+    """(B, S, step * S) bool: which self-attention keys rollout step `step` may read.
+
+    Keys are the K/V of steps 1..step side by side (block s = the tokens step s was fed). Query i
+    of step k belongs to the chain rooted at the real token r = i - k + 1: it sees the real tokens
+    j <= r (block 1: the ring buffer and the root at inference) and, for s = 2..k, exactly the token
+    at position i - k + s of block s (its drafted ancestors and itself: the tree slots). Every key
+    obeys the sliding window by position, as in the teacher-forced forward; at inference the tree
+    slots are never windowed, which is the same thing while steps <= window. Step 1 is the plain
+    causal window mask.
+    """
+    batch, seq = position_ids.shape
+    device = position_ids.device
+    query = torch.arange(seq, device=device)[:, None]
+    key = torch.arange(seq, device=device)[None, :]
+    root = query - step + 1
+    near = (position_ids[:, :, None] - position_ids[:, None, :]) < window
+    blocks = [(key <= root) & near] + [(key == root + s - 1) & near for s in range(2, step + 1)]
+    return torch.cat(blocks, dim=2)
+
+
+@dataclass
+class LongSpecTrainingOutput(CausalLMOutput):
+    """A rollout forward's output: `logits` of step 1 (teacher-forced), every step's logits and
+    (with labels) every step's loss, detached, for logging."""
+
+    step_logits: tuple[torch.Tensor, ...] | None = None
+    step_losses: torch.Tensor | None = None
+
+
+__all__ = ["LongSpecDraftModel", "LongSpecPreTrainedModel", "LongSpecTrainingOutput", "UnsupportedTargetError"]

@@ -39,6 +39,11 @@ class TrainRecipe:
     anchor_offset: bool = True
     noisy: bool = True
     distill: str = "argmax"
+    # Multi-step rollout (docs/training.md): K steps, step k >= 2 fed the draft's own argmax of step
+    # k - 1 and a cross-attention lag grown by k - 1; losses weighted rollout_decay ** (k - 1).
+    # 1 = teacher-forced training only, exactly as before the option existed.
+    rollout_steps: int = 1
+    rollout_decay: float = 0.8
     # Text: `corpus_mix` (a preset of corpus.MIX_PRESETS, "code=0.4,docs=0.3,..." or a dict of
     # source weights), or `kinds` (the original loader: whole kinds in their natural proportions).
     # Neither given: the default mix corpus.DEFAULT_MIX ("wide").
@@ -87,6 +92,13 @@ class TrainRecipe:
             raise TrainingRecipeError(f"warmup_steps={self.warmup_steps!r}; allowed: an int >= 0.")
         if self.distill not in DISTILL_MODES:
             raise TrainingRecipeError(f"distill={self.distill!r}; allowed: {DISTILL_MODES}.")
+        steps = self.rollout_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < self.seq_len:
+            raise TrainingRecipeError(f"rollout_steps={steps!r}; allowed: an int from 1 (no rollout) to seq_len - 1 "
+                                      f"({self.seq_len - 1}); the tree's depth (5 by default) is the natural largest.")
+        if isinstance(self.rollout_decay, bool) or not (isinstance(self.rollout_decay, (int, float))
+                                                         and 0 < self.rollout_decay <= 1):
+            raise TrainingRecipeError(f"rollout_decay={self.rollout_decay!r}; allowed: a number in (0, 1].")
         from ..corpus import KINDS
 
         if self.kinds is not None and (not self.kinds or any(kind not in KINDS for kind in self.kinds)):
@@ -198,6 +210,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     extra = [speed] + ([StopAtDeadline(recipe.max_seconds)] if recipe.max_seconds else [])
     trainer = LongSpecTrainer(
         model=draft, args=args, train_dataset=dataset, data_collator=collator, target=target, distill=recipe.distill,
+        rollout_steps=recipe.rollout_steps, rollout_decay=recipe.rollout_decay,
         callbacks=[*(callbacks or []), *extra],
     )
     resume = recipe.resume and any(Path(recipe.output_dir).glob("checkpoint-*"))

@@ -22,15 +22,23 @@ DISTILL_MODES = ("none", "argmax")
 
 class LongSpecTrainer(Trainer):
     """Trains a bound LongSpecDraftModel. `distill`: 'none' = labels are the text's next tokens;
-    'argmax' = labels are the target's own greedy predictions (what verification accepts)."""
+    'argmax' = labels are the target's own greedy predictions (what verification accepts).
+    `rollout_steps` K > 1: multi-step rollout (the draft also trains on its own predictions for
+    depths 2..K, `LongSpecDraftModel._rollout`), losses weighted by `rollout_decay` ** (k - 1);
+    each step's loss is logged as `loss_step_k`."""
 
-    def __init__(self, *args, target, distill: str = "argmax", **kwargs):
+    def __init__(self, *args, target, distill: str = "argmax", rollout_steps: int = 1, rollout_decay: float = 0.8,
+                 **kwargs):
         if distill not in DISTILL_MODES:
             raise ValueError(f"distill={distill!r}; allowed: {DISTILL_MODES}")
+        if isinstance(rollout_steps, bool) or not isinstance(rollout_steps, int) or rollout_steps < 1:
+            raise ValueError(f"rollout_steps={rollout_steps!r}; allowed: an int >= 1")
         super().__init__(*args, **kwargs)
         self.args.remove_unused_columns = False
         self.target = target.eval().requires_grad_(False)
         self.distill = distill
+        self.rollout_steps, self.rollout_decay = rollout_steps, rollout_decay
+        self._step_loss_sum, self._step_loss_count = None, 0  # per-step losses since the last log
         if hasattr(self.data_collator, "restore"):
             self.add_callback(_RestoreCollator(self.data_collator, self.args.gradient_accumulation_steps))
         if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not self.is_fsdp_enabled:
@@ -84,6 +92,8 @@ class LongSpecTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         input_ids, position_ids = inputs["input_ids"], inputs["position_ids"]
         keys, values, labels = self.target_signals(model, input_ids, position_ids)
+        rollout = {"rollout_steps": self.rollout_steps, "rollout_decay": self.rollout_decay} \
+            if self.rollout_steps > 1 else {}  # K = 1: the call (and the loss) of plain training, unchanged
         with self._draft_autocast():
             out = model(
                 input_ids=input_ids,
@@ -92,8 +102,26 @@ class LongSpecTrainer(Trainer):
                 position_ids=position_ids,
                 noise_shift=int(inputs["noise_shift"]),
                 labels=labels,
+                **rollout,
             )
+        if getattr(out, "step_losses", None) is not None and model.training:
+            losses = out.step_losses.detach()
+            self._step_loss_sum = losses if self._step_loss_sum is None else self._step_loss_sum + losses
+            self._step_loss_count += 1
         return (out.loss, out) if return_outputs else out.loss
+
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        """Adds each rollout step's loss (mean over the batches since the last log, and over ranks)
+        next to `loss`: whether the draft learns its deeper, self-fed steps shows here. Every rank
+        logs (the Trainer calls log on all of them), so the gather below is a collective they all join."""
+        if "loss" in logs and self._step_loss_count:
+            from transformers.trainer_pt_utils import nested_gather
+
+            means = self._step_loss_sum / self._step_loss_count
+            means = nested_gather(means[None], self.args.parallel_mode).mean(dim=0)
+            logs.update({f"loss_step_{k}": float(value) for k, value in enumerate(means.tolist(), start=1)})
+            self._step_loss_sum, self._step_loss_count = None, 0
+        super().log(logs, *args, **kwargs)
 
 
 class _RestoreCollator(TrainerCallback):
