@@ -106,6 +106,7 @@ def main(argv=None):
             "tp_longspec_identical": [r["longspec"] == reference for r in ranks],
             "tp_steered_identical": [r["steered"] == reference for r in ranks],
             "same_last_tree_as_single": [r["last_tree"] == single["last_tree"] for r in ranks],
+            "tp_batch_identical": [r["longspec_batch"] == r["vanilla_batch"] == single["vanilla_batch"] for r in ranks],
             "single_stats": {"plain": single["longspec_stats"], "steered": single["steered_stats"]},
             "tp_stats": [{"plain": r["longspec_stats"], "steered": r["steered_stats"]} for r in ranks],
             "new_tokens": new_tokens, "prompt_tokens": prompt_tokens, "seconds": time.perf_counter() - begin,

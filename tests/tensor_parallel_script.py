@@ -3,7 +3,8 @@ under ``torchrun --nproc_per_node N``: greedy LongSpec generate on a target load
 (with ``tp_plan="auto"`` when launched by torchrun), with the draft saved in ``--draft``.
 
 Writes ``<out>/rank<R>.json``: the vanilla greedy tokens, LongSpec's tokens with the plain draft and
-with a draft steered onto the reference (non-chain paths), their round stats and the last drafted tree.
+with a draft steered onto the reference (non-chain paths), their round stats and the last drafted tree,
+and both methods on a left-padded batch of two rows.
 """
 
 import argparse
@@ -56,6 +57,14 @@ def main():
     result["longspec_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "compiled": stats.compiled,
                                 "cuda_graphs": stats.cuda_graphs}
     result["last_tree"] = last_tree(draft)
+    # a left-padded batch of two rows (the prompt, and the prompt without its last 7 tokens)
+    batch = torch.zeros(2, prompt.shape[1], dtype=torch.long, device=prompt.device)
+    mask = torch.zeros_like(batch)
+    batch[0], mask[0] = prompt[0], 1
+    batch[1, 7:], mask[1, 7:] = prompt[0, :-7], 1
+    batched = {"attention_mask": mask, "pad_token_id": 0, **options}
+    result["vanilla_batch"] = target.generate(batch, **batched).tolist()
+    result["longspec_batch"] = target.generate(batch, assistant_model=draft, **batched, **compile_option).tolist()
     reference = torch.load(args.reference) if args.reference else torch.tensor(result["vanilla"])
     steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
     steered.steer(reference, ranks=(0, 1, 2))

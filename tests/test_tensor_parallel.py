@@ -58,6 +58,7 @@ def test_two_rank_tensor_parallel_target_emits_single_process_tokens(saved_pair)
     torch.save(torch.tensor(single["vanilla"]), reference)
     assert single["tp_size"] == 1
     assert single["longspec"] == single["vanilla"] == single["steered"]
+    assert single["longspec_batch"] == single["vanilla_batch"] and single["vanilla_batch"][0] == single["vanilla"][0]
 
     ranks = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531"],
                  saved_pair, "tp2", reference)
@@ -65,6 +66,7 @@ def test_two_rank_tensor_parallel_target_emits_single_process_tokens(saved_pair)
     for rank in ranks:
         assert rank["vanilla"] == single["vanilla"]  # the sharded target itself agrees with one process
         assert rank["last_tree"] == single["last_tree"]  # the sharded draft drafts what the whole one does
+        assert rank["vanilla_batch"] == single["vanilla_batch"] == rank["longspec_batch"]  # a left-padded batch
         assert rank["longspec"] == single["vanilla"]
         assert rank["steered"] == single["vanilla"]
         # steering really exercised multi-token, non-chain commits on the sharded cache
