@@ -72,6 +72,9 @@ def main():
     stats = steered.last_stats
     result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
     rank = int(os.environ.get("RANK", 0))
+    torch.manual_seed(100 + rank)  # ranks seeded differently on purpose: generate must agree anyway
+    result["sampled"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
+                                        max_new_tokens=args.new_tokens).tolist()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
     if distributed:

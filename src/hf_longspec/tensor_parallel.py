@@ -34,6 +34,20 @@ class HeadShard:
     def local_heads(self, num_heads: int) -> int:
         return num_heads // self.world_size
 
+    def share_random_state(self, device: torch.device) -> None:
+        """Give every rank rank 0's random state. Sampling draws (the first token, the draft's Gumbel
+        keys, the acceptance uniforms) must agree on every rank: ranks that accepted different paths
+        would run different numbers of rounds, and their collectives would fall out of step."""
+        source = torch.distributed.get_global_rank(self.group, 0)
+        if device.type == "cuda":
+            state = torch.cuda.get_rng_state(device).to(device)
+            torch.distributed.broadcast(state, src=source, group=self.group)
+            torch.cuda.set_rng_state(state.cpu(), device)
+        else:
+            state = torch.get_rng_state()
+            torch.distributed.broadcast(state, src=source, group=self.group)
+            torch.set_rng_state(state)
+
     def all_reduce(self, partial: torch.Tensor) -> torch.Tensor:
         """Sum the ranks' partial outputs (in place; NCCL collectives can be captured in CUDA graphs)."""
         torch.distributed.all_reduce(partial, group=self.group)

@@ -152,6 +152,8 @@ def longspec_generate(
     if attention_mask is not None and bool((attention_mask == 1).all()):
         attention_mask = None  # nothing padded: every row's positions are 0..L-1
 
+    if do_sample and draft._head_shard is not None:
+        draft._head_shard.share_random_state(input_ids.device)
     with torch.no_grad():
         cached = int(cache.get_seq_length())
         if attention_mask is None:
