@@ -165,12 +165,27 @@ class LongSpecCrossAttention(nn.Module):
         self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=config.attention_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
 
-    def project_q(self, hidden: torch.Tensor, cos, sin) -> torch.Tensor:
-        q = self.q_proj(hidden).view(*hidden.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)
-        return apply_rotary(q, cos, sin)
+    def _head_features(self, heads: tuple[int, int]) -> slice:
+        return slice(heads[0] * self.head_dim, heads[1] * self.head_dim)
 
-    def output(self, attn: torch.Tensor) -> torch.Tensor:
-        return self.o_proj(attn.transpose(1, 2).reshape(attn.shape[0], attn.shape[2], -1).to(self.o_proj.weight.dtype))
+    def project_q(self, hidden: torch.Tensor, cos, sin, heads: tuple[int, int] | None = None) -> torch.Tensor:
+        """Queries (B, H, S, D) of all heads, or of the block ``heads`` = [start, stop) only (a
+        tensor-parallel rank's: the rows of q_proj for those heads)."""
+        if heads is None:
+            q, count = self.q_proj(hidden), self.num_heads
+        else:
+            rows = self._head_features(heads)
+            bias = self.q_proj.bias[rows] if self.q_proj.bias is not None else None
+            q, count = F.linear(hidden, self.q_proj.weight[rows], bias), heads[1] - heads[0]
+        return apply_rotary(q.view(*hidden.shape[:2], count, self.head_dim).transpose(1, 2), cos, sin)
+
+    def output(self, attn: torch.Tensor, heads: tuple[int, int] | None = None) -> torch.Tensor:
+        """o_proj of (B, H, S, D) attention outputs; for a head block, its columns of o_proj (a partial
+        sum that the ranks add up)."""
+        flat = attn.transpose(1, 2).reshape(attn.shape[0], attn.shape[2], -1).to(self.o_proj.weight.dtype)
+        if heads is None:
+            return self.o_proj(flat)
+        return F.linear(flat, self.o_proj.weight[:, self._head_features(heads)])
 
     def forward_sequence(self, hidden, cos, sin, target_keys, target_values, shift: int) -> torch.Tensor:
         """Training path (Flash Noisy Training): query i sees target K/V j <= i - shift.
@@ -200,19 +215,11 @@ class LongSpecCrossAttention(nn.Module):
         just the query heads that read them and all-reduce the partial ``o_proj`` outputs."""
         from .attention.prefix import grouped_prefix_attention_varlen
 
-        if shard is None:
-            query = self.project_q(hidden, cos, sin).to(target_keys.dtype)
-            out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
-            return self.output(out.flatten(1, 2))
-        start, stop = shard.head_range(self.num_heads)
-        rows = slice(start * self.head_dim, stop * self.head_dim)
-        bias = self.q_proj.bias[rows] if self.q_proj.bias is not None else None
-        query = F.linear(hidden, self.q_proj.weight[rows], bias)
-        query = query.view(*hidden.shape[:2], stop - start, self.head_dim).transpose(1, 2)
-        query = apply_rotary(query, cos, sin).to(target_keys.dtype)
+        heads = shard.head_range(self.num_heads) if shard is not None else None
+        query = self.project_q(hidden, cos, sin, heads).to(target_keys.dtype)
         out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
-        out = out.flatten(1, 2).transpose(1, 2).reshape(hidden.shape[0], hidden.shape[1], -1)
-        return shard.all_reduce(F.linear(out.to(self.o_proj.weight.dtype), self.o_proj.weight[:, rows]))
+        out = self.output(out.flatten(1, 2), heads)
+        return shard.all_reduce(out) if shard is not None else out
 
 
 class LongSpecPreTrainedModel(PreTrainedModel):
