@@ -149,6 +149,10 @@ class TreeDrafter:
         tree.ancestors.zero_()
         tree.ancestors[:, 0, 0] = True
         offsets, run = layout.offsets, layout.num_run
+        history = None
+        if self.logits_processor is not None:  # each row's ids, cut to the shortest row's (see _log_probs)
+            shortest = min(sequence.shape[1] for sequence in sequences)
+            history = torch.cat([sequence[:, sequence.shape[1] - shortest:] for sequence in sequences])  # (B, m)
         for depth, width in enumerate(layout.widths, start=1):
             start, count = offsets[depth - 1], (1 if depth == 1 else layout.widths[depth - 2])
             frontier = slice(start, start + count)
@@ -160,7 +164,7 @@ class TreeDrafter:
                 slot=start,
                 tree_mask=tree.ancestors[:, frontier, :run],
             )[0]
-            log_q = self._log_probs(logits, sequences, tree.path_tokens[:, frontier, : depth - 1])
+            log_q = self._log_probs(logits, history, tree.path_tokens[:, frontier, : depth - 1])
             if tree.draft_probs is not None:
                 tree.draft_probs[:, frontier] = log_q.exp()
             parent_local, child_tokens, child_log_q = self._choose_children(log_q, tree.scores[:, frontier], width)
@@ -176,7 +180,7 @@ class TreeDrafter:
             paths[:, :, depth - 1] = child_tokens
             tree.path_tokens[:, new] = paths
 
-    def _log_probs(self, logits: torch.Tensor, sequences, path_tokens) -> torch.Tensor:
+    def _log_probs(self, logits: torch.Tensor, history, path_tokens) -> torch.Tensor:
         """Log q per frontier node (B, n, V), after the logits processors the target's scores get.
 
         One processor call per frontier column, on a (B, ...) batch in row order, since processors may
@@ -185,8 +189,6 @@ class TreeDrafter:
         several, which is fine for a draft (verification is exact whatever q is)."""
         scores = logits.float()
         if self.logits_processor is not None:
-            shortest = min(sequence.shape[1] for sequence in sequences)
-            history = torch.cat([sequence[:, sequence.shape[1] - shortest:] for sequence in sequences])  # (B, m)
             scores = torch.stack([
                 self.logits_processor(torch.cat([history, path_tokens[:, column]], dim=1), scores[:, column])
                 for column in range(scores.shape[1])], dim=1)
