@@ -2,12 +2,15 @@
 
     PYTHONPATH=src python benchmarks/batch_bench.py --out DIR [--batch-sizes 1 4 8 16] [--lengths 4096 8000]
     PYTHONPATH=src python benchmarks/batch_bench.py --quick --out DIR      # CPU smoke run, tiny sizes
+    ... --max-nodes 0 32 16     # also LongSpec with the tree cut to 32 and 16 drafted nodes (0: default tree)
 
 Per (length, batch size B): B eval-split prompts of exactly `length` tokens (code and prose
 alternating, so no padding is needed), greedy, the shipped draft. Methods, interleaved, each timed
 after a first (compile / capture) call of the same shape:
 - vanilla_static: `generate(ids, cache_implementation="static")` on the (B, length) batch;
-- longspec: `generate(ids, assistant_model=draft)` on the same batch.
+- longspec: `generate(ids, assistant_model=draft)` on the same batch (with `--max-nodes N`, also
+  `longspec_nN`: the same with `longspec_max_nodes=N`, a smaller tree per row: the verification
+  forward grows with batch x nodes, so a large batch may prefer a smaller tree).
 Decode tokens/s = B x (new tokens - 1) / (call time - time of a 1-token call): the whole batch's
 throughput after the prefill. Also reported: tau per row and peak CUDA memory above the model.
 """
@@ -44,7 +47,10 @@ def main(argv=None):
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=None)
     parser.add_argument("--lengths", type=int, nargs="+", default=None)
     parser.add_argument("--new-tokens", type=int, default=None)
+    parser.add_argument("--max-nodes", type=int, nargs="+", default=[0],
+                        help="LongSpec node caps to compare; 0 is the draft's default tree")
     args = parser.parse_args(argv)
+    args.max_nodes = [0] + [cap for cap in args.max_nodes if cap != 0]  # the default tree is always the reference
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda"
     batch_sizes = args.batch_sizes or ([1, 2] if args.quick else [1, 4, 8, 16])
     lengths = args.lengths or ([256] if args.quick else [4096, 8000])
@@ -64,8 +70,11 @@ def main(argv=None):
             torch._dynamo.reset()
             ids = torch.tensor([w.input_ids for w in prompts[:batch]], device=device)
             row = {"length": length, "batch": batch}
-            for method, kwargs in (("vanilla_static", {"cache_implementation": "static"}),
-                                   ("longspec", {"assistant_model": draft})):
+            methods = [("vanilla_static", {"cache_implementation": "static"})]
+            for cap in args.max_nodes:
+                methods.append(("longspec" if cap == 0 else f"longspec_n{cap}",
+                                {"assistant_model": draft, **({"longspec_max_nodes": cap} if cap else {})}))
+            for method, kwargs in methods:
                 if "assistant_model" not in kwargs:
                     target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention
                 if device == "cuda":
@@ -79,8 +88,9 @@ def main(argv=None):
                 whole = min(timed_call(target, ids, new_tokens, **kwargs) for _ in range(2))
                 row[f"{method}_decode_tokens_per_s"] = batch * (new_tokens - 1) / (whole - prefill)
                 if "assistant_model" in kwargs:
-                    row["tau_per_row"] = draft.last_stats.tau
-            row["speedup"] = row["longspec_decode_tokens_per_s"] / row["vanilla_static_decode_tokens_per_s"]
+                    row["tau_per_row" + method[len("longspec"):]] = draft.last_stats.tau
+                    row["speedup" + method[len("longspec"):]] = (row[f"{method}_decode_tokens_per_s"]
+                                                                / row["vanilla_static_decode_tokens_per_s"])
             rows.append(row)
             print(json.dumps(row), flush=True)
             write_results(Path(args.out), device, new_tokens, rows)  # after every row: a cut-off run keeps its rows
@@ -94,12 +104,14 @@ def write_results(out: Path, device: str, new_tokens: int, rows: list[dict]) -> 
     lines = ["| length | batch | vanilla static tok/s | LongSpec tok/s | speedup | tau per row | peak memory above model "
              "(vanilla / LongSpec) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
+        variants = "".join(f", n{key[len('speedup_n'):]}: {r[key]:.2f}x (tau {r['tau_per_row_n' + key[len('speedup_n'):]]:.2f})"
+                           for key in r if key.startswith("speedup_n"))
         memory = "-"
         if "longspec_peak_memory_above_model_bytes" in r:
             memory = (f"{r['vanilla_static_peak_memory_above_model_bytes'] / 2**20:.0f} / "
                       f"{r['longspec_peak_memory_above_model_bytes'] / 2**20:.0f} MiB")
         lines.append(f"| {r['length']} | {r['batch']} | {r['vanilla_static_decode_tokens_per_s']:.0f} | "
-                     f"{r['longspec_decode_tokens_per_s']:.0f} | {r['speedup']:.2f}x | {r['tau_per_row']:.2f} | {memory} |")
+                     f"{r['longspec_decode_tokens_per_s']:.0f} | {r['speedup']:.2f}x{variants} | {r['tau_per_row']:.2f} | {memory} |")
     (out / "batch_bench.md").write_text("\n".join(lines) + "\n")
 
 
