@@ -4,7 +4,7 @@
     PYTHONPATH=src python benchmarks/tp_exactness.py --out DIR --gpus 2 --quick     # CPU (gloo), tiny only
 
 Two random float32 targets (TP needs head counts that split evenly; SmolLM2 has 3 KV heads):
-- ``tiny``: a Llama with 4 query / 2 KV heads, on the default path (CUDA graphs + torch.compile);
+- ``tiny``: a Llama with 4 query / 2 KV heads, CUDA graphs without compile (TP's default path);
 - ``llama8b_4layers``: the Llama-3.1-8B shape (4096 hidden, 32 / 8 heads, 128256 vocab) cut to 4
   layers, graphs without compile (compiling the 8B shape costs minutes and does not change the math).
 For each: a random draft and a real-text prompt (bytes of a local source file as token ids) are
@@ -35,7 +35,7 @@ from hf_longspec import LongSpecDraftModel  # noqa: E402
 SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "tensor_parallel_script.py"
 TINY_TP = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.3)
-SHAPES = {"tiny": (TINY_TP, 400, 48, None), "llama8b_4layers": ({**LLAMA_8B, "num_hidden_layers": 4}, 1500, 64, 0)}
+SHAPES = {"tiny": (TINY_TP, 400, 48, 0), "llama8b_4layers": ({**LLAMA_8B, "num_hidden_layers": 4}, 1500, 64, 0)}
 
 
 def prepare(folder: Path, shape: dict, prompt_tokens: int, device) -> None:
@@ -54,7 +54,10 @@ def prepare(folder: Path, shape: dict, prompt_tokens: int, device) -> None:
     del target, draft
 
 
-def run(folder: Path, name: str, launcher: list[str], new_tokens: int, compile_flag, reference=None) -> list[dict]:
+def run(folder: Path, name: str, launcher: list[str], new_tokens: int, compile_flag, reference=None,
+        log_dir: Path | None = None, limit: float = 900) -> list[dict]:
+    """Runs the script; its output goes to ``log_dir/<shape>_<name>.log`` as it comes (a run cut off by a
+    time limit keeps its progress lines and, past ``limit`` - 10 s, every rank's stack)."""
     out = folder / name
     args = [*launcher, str(SCRIPT), "--target", str(folder / "target"), "--draft", str(folder / "draft"),
             "--prompt", str(folder / "prompt.pt"), "--out", str(out), "--new-tokens", str(new_tokens)]
@@ -62,10 +65,13 @@ def run(folder: Path, name: str, launcher: list[str], new_tokens: int, compile_f
         args += ["--compile", str(compile_flag)]
     if reference is not None:
         args += ["--reference", str(reference)]
+    args += ["--hang-dump", str(max(10.0, limit - 10))]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    log = (log_dir or folder) / f"{folder.name}_{name}.log"
+    with open(log, "w") as sink:
+        done = subprocess.run(args, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=limit + 20)
     if done.returncode != 0:
-        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{name} failed (exit {done.returncode}):\n{log.read_text()[-3000:]}")
     return [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
 
 
@@ -76,6 +82,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--work", default="/tmp/tp_exactness")
     parser.add_argument("--shapes", nargs="+", default=None)
+    parser.add_argument("--limit", type=float, default=900, help="seconds per script run before its stacks are dumped")
     args = parser.parse_args(argv)
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda:0"
     shapes = args.shapes or (["tiny"] if args.quick else list(SHAPES))
@@ -89,11 +96,13 @@ def main(argv=None):
         begin = time.perf_counter()
         try:
             prepare(folder, shape, prompt_tokens, device)
-            single = run(folder, "single", [sys.executable], new_tokens, compile_flag)[0]  # the reference
+            single = run(folder, "single", [sys.executable], new_tokens, compile_flag, log_dir=out,
+                         limit=args.limit)[0]  # the reference
             print(f"{name}: single process done at {time.perf_counter() - begin:.0f} s", flush=True)
             torch.save(torch.tensor(single["vanilla"]), folder / "reference.pt")
             ranks = run(folder, "tp", [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
-                                       str(args.gpus)], new_tokens, compile_flag, folder / "reference.pt")
+                                       str(args.gpus)], new_tokens, compile_flag, folder / "reference.pt",
+                        log_dir=out, limit=args.limit)
         except (RuntimeError, subprocess.TimeoutExpired) as error:
             summary[name] = {"error": str(error)[-3000:]}
             print(name, "FAILED", str(error)[-3000:], flush=True)

@@ -8,8 +8,11 @@ and both methods on a left-padded batch of two rows.
 """
 
 import argparse
+import faulthandler
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 import torch
@@ -38,8 +41,19 @@ def main():
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--compile", type=int, choices=(0, 1), default=None,
                         help="longspec_compile for the plain draft's call (default: generate's default)")
+    parser.add_argument("--hang-dump", type=float, default=0,
+                        help="after this many seconds, print every thread's stack to stderr and exit (a hung "
+                        "collective then says where it hung instead of being killed silently)")
     args = parser.parse_args()
+    if args.hang_dump:
+        faulthandler.dump_traceback_later(args.hang_dump, exit=True)
     distributed = "RANK" in os.environ
+    began = time.perf_counter()
+
+    def progress(stage: str) -> None:
+        print(f"rank {os.environ.get('RANK', 0)}: {stage} done at {time.perf_counter() - began:.1f} s",
+              file=sys.stderr, flush=True)
+
     dtype = getattr(torch, args.dtype)
     device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
     load = {"tp_plan": "auto"} if distributed else {"device_map": device}
@@ -49,6 +63,7 @@ def main():
     options = {"max_new_tokens": args.new_tokens, "do_sample": False}
     result = {"tp_size": target.tp_size or 1}
     result["vanilla"] = target.generate(prompt, **options).tolist()
+    progress("vanilla")
 
     draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
     compile_option = {} if args.compile is None else {"longspec_compile": bool(args.compile)}
@@ -57,6 +72,7 @@ def main():
     result["longspec_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "compiled": stats.compiled,
                                 "cuda_graphs": stats.cuda_graphs}
     result["last_tree"] = last_tree(draft)
+    progress("longspec")
     # a left-padded batch of two rows (the prompt, and the prompt without its last 7 tokens)
     batch = torch.zeros(2, prompt.shape[1], dtype=torch.long, device=prompt.device)
     mask = torch.zeros_like(batch)
@@ -65,16 +81,19 @@ def main():
     batched = {"attention_mask": mask, "pad_token_id": 0, **options}
     result["vanilla_batch"] = target.generate(batch, **batched).tolist()
     result["longspec_batch"] = target.generate(batch, assistant_model=draft, **batched, **compile_option).tolist()
+    progress("batch")
     reference = torch.load(args.reference) if args.reference else torch.tensor(result["vanilla"])
     steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
     steered.steer(reference, ranks=(0, 1, 2))
     result["steered"] = target.generate(prompt, assistant_model=steered, longspec_compile=False, **options).tolist()
     stats = steered.last_stats
     result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
+    progress("steered")
     rank = int(os.environ.get("RANK", 0))
     torch.manual_seed(100 + rank)  # ranks seeded differently on purpose: generate must agree anyway
     result["sampled"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
                                         max_new_tokens=args.new_tokens).tolist()
+    progress("sampled")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
     if distributed:

@@ -6,7 +6,7 @@ mkdir -p /tmp/m && cp .carry/a/* /tmp/m/
 export PYTHONPATH=src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -c 'import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.device_count())'
 mkdir -p "$OUT/tp"
-timeout 330 python benchmarks/tp_exactness.py --out "$OUT/tp" --gpus 2 2>&1 | grep -v -i warn \
+timeout ${EXACT_LIMIT:-330} python benchmarks/tp_exactness.py --out "$OUT/tp" --gpus 2 --limit ${RUN_LIMIT:-140} 2>&1 | grep -v -i warn \
   | tee "$OUT/tp/exactness_log.txt" | tail -15
-timeout 240 python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" ${TP_STUDY_ARGS:-} 2>&1 \
+[ "${SKIP_STUDY:-0}" = 1 ] || timeout 240 python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" ${TP_STUDY_ARGS:-} 2>&1 \
   | grep -v -i warn | tee "$OUT/tp/study_log.txt" | tail -25
