@@ -5,7 +5,8 @@
     PYTHONPATH=src python benchmarks/scale_study.py --quick --out DIR    # tiny CPU smoke run
 
 Per context length L, on one GPU:
-- LongSpec round: ``LongSpecDecoder`` (the object generate() uses) with the default tree (4-16-16-16-16),
+- LongSpec round: ``LongSpecDecoder`` (the object generate() uses) with the tree generate() drafts for
+  the batch (the default 4-16-16-16-16, cut to 512 // B nodes from batch 8 on: ``tree_batch_nodes``),
   its target cache filled with random K/V up to L (no prefill needed to time a round), replayed as
   ONE CUDA graph: draft tree -> verification forward (hybrid tree attention) -> greedy accept ->
   commit. The draft phase and the verification forward are also captured and timed alone, so
@@ -36,6 +37,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.probes import copy_bandwidth
 from hf_longspec.generation import LongSpecDecoder, TreeLayout
 from hf_longspec.generation.decoder import bucketed_capacity
+from hf_longspec.generation.loop import default_max_nodes
 
 LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rope_theta=500000.0)
@@ -173,13 +175,19 @@ def main(argv=None):
     rows = []
     for length in contexts:
         for batch in args.batch_sizes:
-            row = {"context": length, "batch": batch,
+            # the tree generate() drafts for this batch (the per-batch node cap, tree_batch_nodes)
+            layout = TreeLayout.plan(draft.config.tree_widths, default_max_nodes(draft.config, batch), config.vocab_size)
+            row = {"context": length, "batch": batch, "tree_widths": list(layout.widths),
                    **round_costs(target, draft, layout, length, args.repeats, device, batch=batch),
                    **floors(config, draft, layout, length, bandwidth, batch=batch)}
             if length in vanilla_contexts:
                 target.set_attn_implementation("sdpa")
-                row.update(vanilla_step(target, length, device, batch, args.vanilla_repeats))
-                row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
+                try:
+                    row.update(vanilla_step(target, length, device, batch, args.vanilla_repeats))
+                    row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
+                except torch.OutOfMemoryError as error:  # vanilla's prefill builds a (B, 1, L, L) mask
+                    row["vanilla_error"] = f"out of memory: {str(error).splitlines()[0]}"
+                    torch.cuda.empty_cache()
             row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
             if length in args.compile_contexts and batch == 1:
                 begin = time.perf_counter()
@@ -201,7 +209,7 @@ def write_results(out: Path, device, shape: dict, layout, bandwidth: float, rows
     lines = [header, "|" + "---|" * 12]
     for r in rows:
         step = r.get("vanilla_static_step_ms")
-        step_text = f"{step:.2f} ms" if step else "-"
+        step_text = f"{step:.2f} ms" if step else ("out of memory" if "vanilla_error" in r else "-")
         ratio_text = f"{r['round_over_vanilla_step']:.2f}x" if step else "-"
         lines.append(
             f"| {r['context']} | {r['batch']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | {r['verify_forward_ms']:.2f} | "

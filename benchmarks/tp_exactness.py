@@ -70,9 +70,13 @@ def run(folder: Path, name: str, launcher: list[str], new_tokens: int, compile_f
     log = (log_dir or folder) / f"{folder.name}_{name}.log"
     with open(log, "w") as sink:
         done = subprocess.run(args, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=limit + 20)
+    results = sorted(out.glob("rank*.json"))
+    for path in results:  # beside the log, so they come back with $OUT whatever happens next
+        shutil.copy(path, (log_dir or folder) / f"{folder.name}_{name}_{path.name}")
     if done.returncode != 0:
-        raise RuntimeError(f"{name} failed (exit {done.returncode}):\n{log.read_text()[-3000:]}")
-    return [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+        raise RuntimeError(f"{name} failed (exit {done.returncode}, {len(results)} rank results written):\n"
+                           f"{log.read_text()[-3000:]}")
+    return [json.loads(p.read_text()) for p in results]
 
 
 def main(argv=None):

@@ -20,6 +20,7 @@ Per context length, measured the same way as benchmarks/scale_study.py (whose fu
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -167,6 +168,10 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
             write_results(Path(args.out), device, shape, world, layout, bandwidth, rows)
     if "RANK" in os.environ:
+        # compiled vanilla steps hold CUDA graphs with NCCL collectives: drop them first, or destroying the
+        # process group hangs (pytorch/pytorch#115388)
+        torch._dynamo.reset()
+        gc.collect()
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 

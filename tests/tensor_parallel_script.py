@@ -19,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from hf_longspec import LongSpecDraftModel
+from hf_longspec.generation import release_decoders
 from hf_longspec.testing import SteeredDraft
 
 
@@ -83,12 +84,20 @@ def main():
     result["longspec_batch"] = target.generate(batch, assistant_model=draft, **batched, **compile_option).tolist()
     progress("batch")
     reference = torch.load(args.reference) if args.reference else torch.tensor(result["vanilla"])
+    for key in ("vanilla", "longspec"):  # in the log too, so a run cut off later still says what matched
+        print(f"rank {os.environ.get('RANK', 0)}: {key} identical to the reference: "
+              f"{result[key] == reference.tolist()}", file=sys.stderr, flush=True)
+    print(f"rank {os.environ.get('RANK', 0)}: batch identical to vanilla batch: "
+          f"{result['longspec_batch'] == result['vanilla_batch']}", file=sys.stderr, flush=True)
     steered = SteeredDraft.from_pretrained(args.draft, dtype=dtype).to(target.device).bind(target)
     steered.steer(reference, ranks=(0, 1, 2))
     result["steered"] = target.generate(prompt, assistant_model=steered, longspec_compile=False, **options).tolist()
     stats = steered.last_stats
     result["steered_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "non_chain": stats.non_chain_commits}
     progress("steered")
+    print(f"rank {os.environ.get('RANK', 0)}: steered identical to the reference: "
+          f"{result['steered'] == reference.tolist()} (non-chain commits {stats.non_chain_commits})",
+          file=sys.stderr, flush=True)
     rank = int(os.environ.get("RANK", 0))
     torch.manual_seed(100 + rank)  # ranks seeded differently on purpose: generate must agree anyway
     result["sampled"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
@@ -97,8 +106,12 @@ def main():
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
     if distributed:
+        # graphs that captured NCCL collectives must go before the process group, or destroying it hangs
+        release_decoders(draft)
+        release_decoders(steered)
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+    progress("teardown")
 
 
 if __name__ == "__main__":

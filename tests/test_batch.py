@@ -148,3 +148,56 @@ def test_the_prefill_cache_is_not_kept_twice(pair, static):
     for layer, (keys, values) in zip(cache.layers, prefilled):
         assert layer.keys.shape[2] == (64 if static else 30)
         assert torch.equal(layer.keys[:, :, :30], keys) and torch.equal(layer.values[:, :, :30], values)
+
+
+@pytest.mark.parametrize("user_cache", [False, True])
+def test_the_prompt_is_prefilled_straight_into_the_preallocated_cache(pair, monkeypatch, user_cache):
+    """With an empty cache the prompt's forward writes its K/V into the decoder's buffers: nothing is
+    copied in (``load`` is never called), so no moment holds a row's KV twice. The committed KV is
+    written back only into a cache the caller passed (or asked for): there it equals vanilla's."""
+    from transformers import DynamicCache
+
+    from hf_longspec.generation.tree_cache import TreeKVCache
+
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("the prompt's KV was copied in from generate's prefill cache")
+
+    monkeypatch.setattr(TreeKVCache, "load", no_copy)
+    options = dict(attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    cache = DynamicCache(config=target.config) if user_cache else None
+    extra = {"past_key_values": cache} if user_cache else {}
+    out = target.generate(ids, assistant_model=draft, **options, **extra)
+    reference_cache = DynamicCache(config=target.config)
+    reference = target.generate(ids, past_key_values=reference_cache, **options)
+    assert torch.equal(out, reference)
+    if user_cache:  # left-aligned per row (ours) vs left-padded (vanilla's): compare each row's real entries
+        for row, prompt in enumerate(rows):
+            pad = ids.shape[1] - len(prompt)
+            committed = len(prompt) + NEW - 1
+            for mine, theirs in zip(cache.layers, reference_cache.layers):
+                torch.testing.assert_close(mine.keys[row, :, :committed], theirs.keys[row, :, pad:pad + committed])
+
+
+def test_a_large_batch_drafts_smaller_trees_and_stays_exact(pair, monkeypatch):
+    """``tree_batch_nodes`` caps the nodes drafted per round over the whole batch (the verification
+    forward grows with rows x nodes): 3 rows under a cap of 12 draft 4 nodes each instead of 9. An
+    explicit ``longspec_max_nodes`` wins. Output stays vanilla's."""
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+    monkeypatch.setattr(draft.config, "tree_batch_nodes", 12)
+    options = dict(attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    reference = target.generate(ids, **options)
+    out = target.generate(ids, assistant_model=draft, **options)
+    stats = draft.last_stats
+    assert torch.equal(out, reference)
+    assert stats.drafted_nodes == 4 * stats.rounds
+    out = target.generate(ids, assistant_model=draft, longspec_max_nodes=9, **options)
+    assert torch.equal(out, reference) and draft.last_stats.drafted_nodes == 9 * draft.last_stats.rounds
+    alone = target.generate(rows[0][None], assistant_model=draft, max_new_tokens=NEW, do_sample=False)
+    assert torch.equal(alone[0, -NEW:], out[0, -NEW:])
+    assert draft.last_stats.drafted_nodes == 9 * draft.last_stats.rounds  # one row: 12 // 1 leaves the tree whole
+    with pytest.raises(ValueError, match="tree_batch_nodes must be a positive int or None"):
+        type(draft.config)(tree_batch_nodes=0)

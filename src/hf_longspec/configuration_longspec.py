@@ -37,6 +37,9 @@ class LongSpecDraftConfig(PretrainedConfig):
     - num_anchor_tokens: anchors kept at positions 0..s-1 by Anchor-Offset training.
     - tree_widths: default draft tree, nodes per depth (the paper's "4 16 16 16 16").
     - tree_max_nodes: optional cap on drafted nodes per round (root excluded).
+    - tree_batch_nodes: cap on drafted nodes per round summed over a batch: with B rows each tree keeps
+      at most tree_batch_nodes // B nodes (None: no cap). The verification forward grows with rows x
+      nodes; on the H200 (SmolLM2, 8k) 16 rows of 69 nodes ran at 1.36x vanilla, of 32 nodes at 2.13x.
     """
 
     model_type = "longspec_draft"
@@ -62,6 +65,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         num_anchor_tokens: int = 4,
         tree_widths: list[int] | tuple[int, ...] = DEFAULT_TREE_WIDTHS,
         tree_max_nodes: int | None = None,
+        tree_batch_nodes: int | None = 512,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -84,6 +88,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.num_anchor_tokens = int(num_anchor_tokens)
         self.tree_widths = [int(w) for w in tree_widths]
         self.tree_max_nodes = tree_max_nodes
+        self.tree_batch_nodes = tree_batch_nodes
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -102,6 +107,9 @@ class LongSpecDraftConfig(PretrainedConfig):
         if self.tree_max_nodes is not None and (isinstance(self.tree_max_nodes, bool) or
                                                 not isinstance(self.tree_max_nodes, int) or self.tree_max_nodes < 1):
             raise ValueError(f"tree_max_nodes must be a positive int or None (no cap), got {self.tree_max_nodes!r}")
+        if self.tree_batch_nodes is not None and (isinstance(self.tree_batch_nodes, bool) or
+                                                  not isinstance(self.tree_batch_nodes, int) or self.tree_batch_nodes < 1):
+            raise ValueError(f"tree_batch_nodes must be a positive int or None (no cap), got {self.tree_batch_nodes!r}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 

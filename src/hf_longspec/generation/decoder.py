@@ -88,7 +88,10 @@ class LongSpecDecoder:
               attention_mask: torch.Tensor | None = None) -> None:
         """Load the prompt's prefilled target cache and the draft's ring; ``first_tokens`` (B,) are
         the roots of the first round (emitted, not yet run through the target). With a left-padded
-        ``attention_mask`` each row's real tokens are moved to the start of its buffers."""
+        ``attention_mask`` each row's real tokens are moved to the start of its buffers.
+
+        ``prefill_cache`` None: the prompt was prefilled into ``self.cache.prompt_cache()`` (its KV is
+        already in place; nothing is copied)."""
         length = prompt_ids.shape[1]
         starts = [0] * prompt_ids.shape[0]
         if attention_mask is not None:
@@ -96,7 +99,10 @@ class LongSpecDecoder:
         if length - min(starts) + self.layout.num_nodes > self.capacity:
             raise ValueError(f"a {length}-token prompt and a {self.layout.num_nodes}-node tree do not fit "
                              f"the cache capacity {self.capacity}")
-        self.cache.load(prefill_cache, length, starts)
+        if prefill_cache is None:
+            self.cache.adopt_prompt(length, starts)
+        else:
+            self.cache.load(prefill_cache, length, starts)
         self.draft.start(prompt_ids, ring=self.context.ring, starts=torch.tensor(starts, device=self.device))
         self.root_tokens.copy_(first_tokens)
         self.active.fill_(True)

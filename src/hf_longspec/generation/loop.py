@@ -92,9 +92,16 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
 
 def release_decoders(draft) -> int:
     """Free the preallocated buffers and captured graphs that generate() kept on ``draft`` for reuse
-    (they are otherwise freed with the draft); returns how many decoders were dropped."""
+    (they are otherwise freed with the draft); returns how many decoders were dropped.
+
+    Call it before ``torch.distributed.destroy_process_group()`` with a tensor-parallel target: a live
+    CUDA graph that captured NCCL collectives makes that call hang (pytorch/pytorch#115388)."""
     with _POOL_LOCK:
         pools = draft.__dict__.pop("_longspec_decoders", {})
+    for decoder in (d for pool in pools.values() for d in pool):
+        if decoder._graph is not None:
+            decoder._graph.reset()
+            decoder._graph = None
     return sum(len(pool) for pool in pools.values())
 
 
@@ -114,6 +121,7 @@ def longspec_generate(
     longspec_compile: bool | None = None,
     longspec_stop_strings=None,
     longspec_tokenizer=None,
+    longspec_return_cache: bool = True,
     **model_kwargs,
 ):
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
@@ -121,6 +129,9 @@ def longspec_generate(
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward (default: on CUDA,
         for a target on one device).
+    longspec_return_cache: write the committed KV back into generate's cache at the end (always done with
+        return_dict_in_generate). The routing generate() passes True only when the caller handed in a
+        cache: otherwise nobody reads it, and writing it would hold every row's KV twice at the end.
     """
     from ..errors import UnsupportedGenerationError
 
@@ -132,7 +143,8 @@ def longspec_generate(
     stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
-    max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or draft.config.tree_max_nodes
+    max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or \
+        default_max_nodes(draft.config, input_ids.shape[0])
     layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size)
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
@@ -154,38 +166,46 @@ def longspec_generate(
 
     if do_sample and draft._head_shard is not None:
         draft._head_shard.share_random_state(input_ids.device)
-    with torch.no_grad():
-        cached = int(cache.get_seq_length())
-        if attention_mask is None:
-            positions = torch.arange(cached, input_ids.shape[1], device=input_ids.device)[None].expand(batch, -1)
-            padding = {}
-        else:  # left padding: positions count real tokens only, as generate() computes them
-            positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, cached:]
-            padding = {"attention_mask": attention_mask}
-        out = model(input_ids=input_ids[:, cached:], position_ids=positions, logits_to_keep=1, **padding,
-                    **{cache_argument_name(model): cache, "use_cache": True})
-        logits = out.logits[:, -1].to(dtype=torch.float32)
-        del out
-        scores = processors(input_ids, logits) if processors is not None else logits
-        first = torch.multinomial(torch.softmax(scores, -1), 1)[:, 0] if do_sample else scores.argmax(-1)
-        for row, emitter in enumerate(emitters):
-            emitter.emit([int(first[row])], [scores[row : row + 1]], [logits[row : row + 1]])
+    cached = int(cache.get_seq_length())
+    # An empty cache (the usual call): the prompt is prefilled straight into the decoder's preallocated
+    # cache, so every row's KV exists once. A cache holding a prefix is prefilled, then copied in.
+    decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
+                           do_sample, on_host, longspec_compile, input_ids) if cached == 0 and layout.depth > 0 else None
+    export_cache = cache if (longspec_return_cache or generation_config.return_dict_in_generate) else None
+    try:
+        with torch.no_grad():
+            if attention_mask is None:
+                positions = torch.arange(cached, input_ids.shape[1], device=input_ids.device)[None].expand(batch, -1)
+                padding = {}
+            else:  # left padding: positions count real tokens only, as generate() computes them
+                positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, cached:]
+                padding = {"attention_mask": attention_mask}
+            prefill_cache = decoder.cache.prompt_cache() if decoder is not None else cache
+            out = model(input_ids=input_ids[:, cached:], position_ids=positions, logits_to_keep=1, **padding,
+                        **{cache_argument_name(model): prefill_cache, "use_cache": True})
+            del prefill_cache
+            logits = out.logits[:, -1].to(dtype=torch.float32)
+            del out
+            scores = processors(input_ids, logits) if processors is not None else logits
+            first = torch.multinomial(torch.softmax(scores, -1), 1)[:, 0] if do_sample else scores.argmax(-1)
+            for row, emitter in enumerate(emitters):
+                emitter.emit([int(first[row])], [scores[row : row + 1]], [logits[row : row + 1]])
 
-    if not all(e.finished for e in emitters) and layout.depth > 0:
-        capacity = bucketed_capacity(generation_config.max_length, layout)
-        # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
-        # same collectives, and a compile failure (eager fallback) on one rank alone would break that
-        default_compile = input_ids.device.type == "cuda" and draft._head_shard is None
-        compile_round = longspec_compile if longspec_compile is not None else default_compile
-        decoder = _acquire_decoder(draft, layout, capacity, longspec_verify_attention, longspec_cuda_graphs, do_sample,
-                                   bool(compile_round) and not on_host, batch)
-        try:
-            _speculate(decoder, input_ids, attention_mask, cache, first, emitters, stats, on_host, processors,
-                       do_sample, keep_scores)
-        finally:
+        if all(e.finished for e in emitters):
+            if decoder is not None and export_cache is not None:  # the prompt's KV is in the decoder: hand it back
+                _hand_back_prompt(decoder, input_ids, attention_mask, export_cache)
+        elif layout.depth > 0:
+            prefilled_here = decoder is not None
+            if decoder is None:
+                decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
+                                       do_sample, on_host, longspec_compile, input_ids)
+            _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
+                       emitters, stats, on_host, processors, do_sample, keep_scores)
+        else:  # no tree at all (a node budget of 0)
+            raise UnsupportedGenerationError(f"the tree widths {list(widths)} with max_nodes={max_nodes} draft no node")
+    finally:
+        if decoder is not None:
             decoder.busy = False
-    elif not all(e.finished for e in emitters):  # no tree at all (a node budget of 0)
-        raise UnsupportedGenerationError(f"the tree widths {list(widths)} with max_nodes={max_nodes} draft no node")
 
     sequence = _right_padded([e.sequence for e in emitters], generation_config)
     stats.new_tokens = sequence.shape[1] - input_ids.shape[1]
@@ -194,6 +214,35 @@ def longspec_generate(
     if not generation_config.return_dict_in_generate:
         return sequence
     return _generate_output(sequence, emitters[0], generation_config, cache)
+
+
+def default_max_nodes(config, batch: int) -> int | None:
+    """The draft config's node cap, tightened for a batch to ``tree_batch_nodes // batch`` per row."""
+    caps = [config.tree_max_nodes]
+    if getattr(config, "tree_batch_nodes", None):
+        caps.append(max(1, config.tree_batch_nodes // batch))
+    caps = [cap for cap in caps if cap is not None]
+    return min(caps) if caps else None
+
+
+def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs, do_sample, on_host, compile_option,
+                 input_ids) -> LongSpecDecoder:
+    capacity = bucketed_capacity(generation_config.max_length, layout)
+    # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
+    # same collectives, and a compile failure (eager fallback) on one rank alone would break that
+    default_compile = input_ids.device.type == "cuda" and draft._head_shard is None
+    compile_round = compile_option if compile_option is not None else default_compile
+    return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample,
+                            bool(compile_round) and not on_host, input_ids.shape[0])
+
+
+def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, destination) -> None:
+    """Every row stopped at its first token: the cache handed back holds just the prompts."""
+    length = input_ids.shape[1]
+    starts = [0] * input_ids.shape[0] if attention_mask is None else \
+        (length - attention_mask.long().sum(dim=1)).tolist()
+    decoder.cache.adopt_prompt(length, starts)
+    decoder.finish([length - start for start in starts], destination)
 
 
 def _right_padded(sequences: list[torch.Tensor], generation_config) -> torch.Tensor:
@@ -211,9 +260,12 @@ def _right_padded(sequences: list[torch.Tensor], generation_config) -> torch.Ten
     return out
 
 
-def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first, emitters: list[_Emitter],
-               stats: LongSpecStats, on_host: bool, processors, do_sample: bool, keep_scores: bool) -> None:
-    decoder.start(input_ids, cache, first, attention_mask)
+def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cache, export_cache, first,
+               emitters: list[_Emitter], stats: LongSpecStats, on_host: bool, processors, do_sample: bool,
+               keep_scores: bool) -> None:
+    """Rounds until every row stops. ``prefill_cache`` None: the prompt is already in the decoder's cache.
+    ``export_cache``: the cache to hand the committed KV back in (None: nobody reads it)."""
+    decoder.start(input_ids, prefill_cache, first, attention_mask)
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
     verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
     had_graph, had_warm_up = decoder._graph is not None, decoder.warmup_seconds is not None
@@ -244,7 +296,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, cache, first
                 decoder.set_active(active)
     finally:
         # everything before a row's last emitted token is committed; the last one is not (it is a root)
-        decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], cache)
+        decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], export_cache)
     stats.cuda_graphs = decoder._graph is not None
     stats.compiled = decoder.compiled
     if decoder._graph is not None and not had_graph:

@@ -62,6 +62,9 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
             kwargs["generation_config"] = new_config
     if stop_strings is not None:
         options.update(longspec_stop_strings=stop_strings, longspec_tokenizer=tokenizer)
+    # the committed KV is written back into generate's cache only if the caller can read it: a cache they
+    # passed in (or return_dict_in_generate, checked later); else it would be a second copy of every row's KV
+    options["longspec_return_cache"] = kwargs.get("past_key_values") is not None or kwargs.get("cache") is not None
     return stock_generate(
         self,
         inputs,

@@ -14,7 +14,7 @@ read: the hybrid attention reads only [0, length) plus the tree's own slots.
 from __future__ import annotations
 
 import torch
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicLayer
 
 
 class _BufferLayer:
@@ -77,6 +77,24 @@ class TreeKVCache(Cache):
         layer = self.layers[layer_index]
         return layer.keys, layer.values
 
+    def prompt_cache(self) -> Cache:
+        """A cache for the prompt's prefill forward that writes each layer's K/V straight into this
+        cache's buffers, so the prompt's KV exists once (no prefill cache to copy from and free)."""
+        return Cache(layers=[_PromptLayer(layer.keys, layer.values) for layer in self.layers])
+
+    @torch.no_grad()
+    def adopt_prompt(self, length: int, starts: list[int] | None = None) -> None:
+        """After a prefill through ``prompt_cache()``: move each row's real tokens [starts[b], length)
+        (left padding skipped) to [0, length - starts[b]), one row of one layer at a time."""
+        starts = starts or [0] * self.lengths.shape[0]
+        for row, start in enumerate(starts):
+            if start == 0:
+                continue
+            for layer in self.layers:
+                for buffer in (layer.keys, layer.values):
+                    buffer[row, :, : length - start].copy_(buffer[row, :, start:length].clone())
+        self.lengths.copy_(torch.tensor([length - start for start in starts]))
+
     @torch.no_grad()
     def load(self, source: Cache, length: int, starts: list[int] | None = None) -> None:
         """Copy every layer of another cache (e.g. the prefill's): row b's entries [starts[b], length)
@@ -111,17 +129,21 @@ class TreeKVCache(Cache):
     def export_to(self, destination: Cache, lengths: list[int]) -> None:
         """Write the committed entries back into the cache generate() handed us: row b's first
         lengths[b] entries, left-aligned like a batch of unpadded rows (shorter rows end in zeros)."""
-        from transformers.cache_utils import DynamicLayer
-
         longest = max(lengths)
         valid = torch.arange(longest, device=self.lengths.device)[None, :] < torch.tensor(lengths, device=self.lengths.device)[:, None]
         keep = valid[:, None, :, None]
-        for mine, theirs in zip(self.layers, destination.layers):
+        for index, mine in enumerate(self.layers):
             keys = mine.keys[:, :, :longest] * keep
             values = mine.values[:, :, :longest] * keep
-            if isinstance(theirs, DynamicLayer):
+            theirs = destination.layers[index] if index < len(destination.layers) else None
+            if theirs is None:  # a lazily built DynamicCache that never saw this layer: let it create one
+                destination.update(keys, values, index)
+            elif isinstance(theirs, DynamicLayer):  # possibly never written (the prompt went straight to us)
                 theirs.keys, theirs.values = keys, values
+                theirs.device, theirs.is_initialized = keys.device, True
             else:  # a StaticLayer (cache_implementation="static"): buffers of its full size again
+                if not getattr(theirs, "is_initialized", True):  # never written: it sizes itself on first data
+                    theirs.lazy_initialization(keys, values)
                 shape = getattr(theirs, "_longspec_released_shape", None) or tuple(theirs.keys.shape)
                 theirs.keys = keys.new_zeros(shape)
                 theirs.values = values.new_zeros(theirs.keys.shape)
@@ -129,6 +151,27 @@ class TreeKVCache(Cache):
                 theirs.values[:, :, :longest].copy_(values)
                 if hasattr(theirs, "cumulative_length"):
                     theirs.cumulative_length.fill_(longest)
+
+
+class _PromptLayer(DynamicLayer):
+    """A DynamicLayer whose growing keys/values are views of a preallocated buffer: ``update``
+    writes the new entries in place instead of concatenating into a new tensor."""
+
+    def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor):
+        super().__init__()
+        self._key_buffer, self._value_buffer = key_buffer, value_buffer
+        self.keys, self.values = key_buffer[:, :, :0], value_buffer[:, :, :0]
+        self.device, self.is_initialized = key_buffer.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        start = self.keys.shape[-2]
+        end = start + key_states.shape[-2]
+        if end > self._key_buffer.shape[-2]:
+            raise ValueError(f"{end} prompt tokens do not fit the preallocated cache of {self._key_buffer.shape[-2]}")
+        self._key_buffer[:, :, start:end].copy_(key_states)
+        self._value_buffer[:, :, start:end].copy_(value_states)
+        self.keys, self.values = self._key_buffer[:, :, :end], self._value_buffer[:, :, :end]
+        return self.keys, self.values
 
 
 def _release(layer) -> None:
