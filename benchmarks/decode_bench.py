@@ -1,6 +1,7 @@
 """End-to-end decode speed on the embedded SmolLM2: LongSpec against the fastest vanilla a user runs.
 
     PYTHONPATH=src python benchmarks/decode_bench.py --out DIR [--lengths 4096 8000] [--prompts 3] [--repeats 2]
+    ... --methods vanilla_static longspec --trees 4-16-12 4-8-8-8-8    # also LongSpec with other tree shapes
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -10,6 +11,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - longspec: `assistant_model=draft`, the shipped draft, default tree, captured rounds;
 - longspec_uncompiled: the same with `longspec_compile=False` (what torch.compile buys);
 - longspec_eager_rounds: no graphs, no compile (what both buy).
+- longspec_tree_W1-W2-...: with ``--trees``, the shipped draft with ``longspec_tree_widths=[W1, W2, ...]``
+  (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper).
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -43,6 +46,14 @@ METHODS = {
     "longspec_eager_rounds": {"assistant_model": True, "longspec_cuda_graphs": False, "longspec_compile": False},
 }
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
+# the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def run(target, draft, method, ids, new_tokens):
@@ -52,10 +63,10 @@ def run(target, draft, method, ids, new_tokens):
     else:
         target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention, untouched
     clock = FirstTokenClock()
-    torch.cuda.synchronize()
+    sync()
     clock.begin()
     out = target.generate(ids, max_new_tokens=new_tokens, do_sample=False, streamer=clock, **kwargs)
-    torch.cuda.synchronize()
+    sync()
     wall = time.perf_counter() - clock.start
     new = out[0, ids.shape[1]:].tolist()
     decode_s = wall - clock.prefill_seconds
@@ -75,12 +86,12 @@ def first_divergence(a, b):
 
 def float32_exactness(workloads, args) -> list[dict]:
     """A float32 copy of the target (GGUF-loaded models refuse .float()): LongSpec must equal vanilla."""
-    del_cache = torch.cuda.empty_cache
-    target, _ = load_embedded_target(device="cuda", dtype=torch.float32)
+    del_cache = torch.cuda.empty_cache if DEVICE == "cuda" else (lambda: None)
+    target, _ = load_embedded_target(device=DEVICE, dtype=torch.float32)
     draft = load_embedded_draft(target)
     results = []
     for w in [w for w in workloads if w.length == min(args.lengths)][: args.fp32_prompts]:
-        ids = torch.tensor([w.input_ids], device="cuda")
+        ids = torch.tensor([w.input_ids], device=DEVICE)
         target.set_attn_implementation("sdpa")
         reference = target.generate(ids, max_new_tokens=64, do_sample=False)
         for options in ({}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False}):
@@ -104,18 +115,22 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
+    parser.add_argument("--trees", nargs="*", default=[], help="extra tree shapes, widths joined by '-' (4-16-12)")
     args = parser.parse_args()
+    for spec in args.trees:
+        METHODS[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
+        args.methods.append(f"longspec_tree_{spec}")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    target, tokenizer = load_embedded_target(device="cuda", dtype=torch.bfloat16)
+    target, tokenizer = load_embedded_target(device=DEVICE, dtype=DTYPE)
     draft = load_embedded_draft(target)
-    bandwidth = copy_bandwidth(torch.device("cuda"))["bytes_per_s"]
+    bandwidth = copy_bandwidth(torch.device(DEVICE))["bytes_per_s"]
     workloads = build_workloads(tokenizer, args.lengths, args.kinds, args.prompts, seed=0)
     records, first_calls = [], []
     for length in args.lengths:
         batch = [w for w in workloads if w.length == length]
-        first = torch.tensor([batch[0].input_ids], device="cuda")
+        first = torch.tensor([batch[0].input_ids], device=DEVICE)
         for method in args.methods:  # first call of each method at this shape: compile / capture / builds
             record = run(target, draft, method, first, args.new_tokens)
             stats = record.get("stats", {})
@@ -127,7 +142,7 @@ def main():
             order = args.methods if repeat % 2 == 0 else list(reversed(args.methods))
             order = [m for m in order if repeat == 0 or m not in SLOW]
             for w in batch:
-                ids = torch.tensor([w.input_ids], device="cuda")
+                ids = torch.tensor([w.input_ids], device=DEVICE)
                 for method in order:
                     record = run(target, draft, method, ids, args.new_tokens)
                     record.update(length=length, kind=w.kind, prompt=w.index, source=w.source, repeat=repeat)
@@ -154,6 +169,9 @@ def main():
                 row[method]["speedup_vs_static_range"] = [min(ratios), max(ratios)]
             taus = [r["stats"]["tau"] for r in group if r["method"] == "longspec"]
             row["tau_median"] = statistics.median(taus) if taus else None
+            for method in args.methods:
+                if method.startswith("longspec_tree_"):
+                    row[method]["tau_median"] = statistics.median(r["stats"]["tau"] for r in group if r["method"] == method)
             floor_s = (weights + kv_bytes_per_token(target) * length) / bandwidth
             row["vanilla_step_bytes_floor_ms"] = 1000 * floor_s
             # divergence (bf16): LongSpec vs vanilla static, and vanilla static vs vanilla dynamic
@@ -166,7 +184,7 @@ def main():
                     row[f"diverged_{a}_vs_{b}"] = f"{sum(d is not None for d in diverged)}/{len(prompts)} (first at {diverged})"
             rows.append(row)
 
-    result = {"machine": machine_info(torch.device("cuda"), sys.argv), "copy_bandwidth_bytes_per_s": bandwidth,
+    result = {"machine": machine_info(torch.device(DEVICE), sys.argv), "copy_bandwidth_bytes_per_s": bandwidth,
               "settings": vars(args), "weights_bytes": weights, "rows": rows, "first_calls": first_calls,
               "runs": records}
     (out_dir / "decode_bench.json").write_text(json.dumps(result, indent=1, default=str))
@@ -185,6 +203,18 @@ def main():
                  f"{ls['speedup_vs_static_range'][1]:.2f})") if "speedup_vs_static_median" in ls else "-"
         lines.append(f"| {row['length']} | {row['kind']} | {' | '.join(cells)} | {speed} | {row['tau_median']:.2f} | "
                      f"{row['vanilla_step_bytes_floor_ms']:.3f} ms |")
+    trees = [m for m in args.methods if m.startswith("longspec_tree_")]
+    if trees:  # one line per tree shape: speed over vanilla static and tau, beside the default tree's
+        lines += ["", "| length | kind | tree | LongSpec / vanilla_static (median, range) | tau |", "|---|---|---|---|---|"]
+        for row in rows:
+            for method in ["longspec", *trees]:
+                cell = row.get(method, {})
+                if "speedup_vs_static_median" not in cell:
+                    continue
+                tau = row["tau_median"] if method == "longspec" else cell["tau_median"]
+                low, high = cell["speedup_vs_static_range"]
+                lines.append(f"| {row['length']} | {row['kind']} | {method[len('longspec_tree_'):] or 'default'} | "
+                             f"{cell['speedup_vs_static_median']:.2f}x ({low:.2f}-{high:.2f}) | {tau:.2f} |")
     table = "\n".join(lines)
     (out_dir / "decode_bench.md").write_text(table + "\n")
     print(table)
