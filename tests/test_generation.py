@@ -169,6 +169,42 @@ def test_decoders_are_reused_across_calls_and_can_be_released():
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False), reference)
 
 
+def test_the_decoder_pool_keeps_few_idle_shapes_and_frees_memory_when_building_runs_out(monkeypatch):
+    """Every tree shape (or cache bucket, batch size) gets its own decoder with a full target cache. A
+    caller cycling through many shapes must not keep them all: at most IDLE_DECODERS_KEPT stay, the
+    least recently used go first; and if building a new one runs out of memory, every idle one goes."""
+    from hf_longspec.generation import loop
+
+    ids, reference = _reference(20)
+    target, draft = _steered(reference, (3, 3, 3), ranks=(0, 1, 2))
+
+    def pooled():
+        return [d for pool in draft.__dict__.get("_longspec_decoders", {}).values() for d in pool]
+
+    shapes = [[3, 3, 3], [2, 2, 2], [3, 3], [2, 2], [3], [2]]
+    for widths in shapes:
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False, longspec_tree_widths=widths)
+        assert torch.equal(out, reference)
+        assert len(pooled()) <= loop.IDLE_DECODERS_KEPT
+    kept = {d.layout.widths for d in pooled()}
+    assert kept == {tuple(w) for w in shapes[-loop.IDLE_DECODERS_KEPT:]}  # the most recently used
+
+    built = loop.LongSpecDecoder.__init__
+    failures = []
+
+    def out_of_memory_once(self, *args, **kwargs):
+        if not failures:
+            failures.append(len(pooled()))
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        built(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop.LongSpecDecoder, "__init__", out_of_memory_once)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False, longspec_tree_widths=[1, 1])
+    assert torch.equal(out, reference)
+    assert failures == [loop.IDLE_DECODERS_KEPT - 1] and [d.layout.widths for d in pooled()] == [(1, 1)]
+
+
 def test_greedy_non_chain_paths_with_processors_match_vanilla():
     """Accepted multi-token paths under repetition penalty and no-repeat-ngram: the verifier must
     extend the processors' input ids along the path, node by node."""

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import torch
@@ -69,25 +70,66 @@ class _Emitter:
         return len(tokens)
 
 
+# Idle decoders kept per draft for reuse (each holds a preallocated target cache and its graphs). More
+# shapes than this, least recently used first, are dropped: a server seeing many prompt-length buckets or
+# batch sizes must not keep one full cache per shape forever (transformers keeps one static cache).
+IDLE_DECODERS_KEPT = 4
+
+
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
                      sampling: bool, compile: bool, batch_size: int = 1) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
-    concurrent calls get separate ones)."""
+    concurrent calls get separate ones). Building a new one first drops the least recently used idle
+    decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, batch_size, verify_mode, use_graphs,
            sampling, compile)
     with _POOL_LOCK:
-        pool = draft.__dict__.setdefault("_longspec_decoders", {}).setdefault(key, [])
-        for decoder in pool:
+        pools = draft.__dict__.setdefault("_longspec_decoders", {})
+        for decoder in pools.setdefault(key, []):
             if not decoder.busy:
                 decoder.busy = True
+                decoder.last_used = next(_USES)
                 return decoder
-    decoder = LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
-                              use_cuda_graphs=use_graphs, sampling=sampling, compile=compile)
+        _drop_idle(pools, keep=IDLE_DECODERS_KEPT - 1)
+
+    def build():
+        return LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
+                               use_cuda_graphs=use_graphs, sampling=sampling, compile=compile)
+
+    try:
+        decoder = build()
+    except torch.OutOfMemoryError:
+        with _POOL_LOCK:
+            _drop_idle(pools, keep=0)
+        torch.cuda.empty_cache()
+        decoder = build()
     decoder.busy = True
+    decoder.last_used = next(_USES)
     with _POOL_LOCK:
-        pool.append(decoder)
+        pools.setdefault(key, []).append(decoder)
     return decoder
+
+
+_USES = itertools.count()
+
+
+def _drop_idle(pools: dict, keep: int) -> None:
+    """Drop idle decoders, least recently used first, until at most ``keep`` remain (caller holds the lock)."""
+    idle = sorted((d for pool in pools.values() for d in pool if not d.busy), key=lambda d: d.last_used)
+    for decoder in idle[: max(0, len(idle) - keep)]:
+        for key, pool in list(pools.items()):
+            if decoder in pool:
+                pool.remove(decoder)
+                if not pool:
+                    del pools[key]
+        _free_graph(decoder)
+
+
+def _free_graph(decoder: LongSpecDecoder) -> None:
+    if decoder._graph is not None:
+        decoder._graph.reset()
+        decoder._graph = None
 
 
 def release_decoders(draft) -> int:
@@ -99,9 +141,7 @@ def release_decoders(draft) -> int:
     with _POOL_LOCK:
         pools = draft.__dict__.pop("_longspec_decoders", {})
     for decoder in (d for pool in pools.values() for d in pool):
-        if decoder._graph is not None:
-            decoder._graph.reset()
-            decoder._graph = None
+        _free_graph(decoder)
     return sum(len(pool) for pool in pools.values())
 
 
