@@ -1,7 +1,7 @@
 """Chat training data answered by the target itself (self-distillation), as a jsonl file.
 
     PYTHONPATH=src python benchmarks/make_chat_data.py --out $OUT/chat_train.jsonl \
-        --num-prompts 2000 --document-tokens 2048 --max-new-tokens 256
+        --num-prompts 2000 --document-tokens 2048 --max-new-tokens 256 --batch-size 16
     hf-longspec train --output runs/chat --corpus-mix chat --chat-data $OUT/chat_train.jsonl
 
 Builds instruction prompts ("Summarize the following file:", "What does this code do?", ...) over
@@ -39,6 +39,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length limit")
     parser.add_argument("--sources", nargs="+", default=list(DEFAULT_CHAT_SOURCES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=16,
+                        help="prompts answered per generate() call (left-padded; 1: one at a time)")
     parser.add_argument("--draft", default="none",
                         help="'none' (plain greedy generate) or 'embedded' / a draft folder: LongSpec decoding, "
                              "lossless, so the same answers, faster")
@@ -64,8 +66,10 @@ def main(argv=None) -> int:
                                  split=args.split, seed=args.seed)
     print(f"{len(prompts)} prompts ({time.perf_counter() - started:.0f} s)", flush=True)
     sequences = []
-    for start in range(0, len(prompts), 16):
-        sequences += generate_chat_answers(target, tokenizer, prompts[start:start + 16], args.max_new_tokens, **extra)
+    step = 4 * args.batch_size  # progress lines between groups of batches
+    for start in range(0, len(prompts), step):
+        sequences += generate_chat_answers(target, tokenizer, prompts[start:start + step], args.max_new_tokens,
+                                           batch_size=args.batch_size, **extra)
         print(f"answered {len(sequences)}/{len(prompts)} ({time.perf_counter() - started:.0f} s)", flush=True)
     records = chat_records(prompts, sequences, tokenizer)
     path = write_chat_jsonl(args.out, records)

@@ -242,6 +242,9 @@ def test_chat_data_round_trip(machine, tmp_path):
     sequences = generate_chat_answers(target, tokenizer, prompts, max_new_tokens=6)
     assert all(s[:len(p.input_ids)] == p.input_ids and len(s) == len(p.input_ids) + 6
                for p, s in zip(prompts, sequences))
+    # answered in left-padded batches (prompts of different lengths): the same sequences, each cut at its eos
+    assert len({len(p.input_ids) for p in prompts}) > 1
+    assert generate_chat_answers(target, tokenizer, prompts, max_new_tokens=6, batch_size=3) == sequences
     path = write_chat_jsonl(tmp_path / "chat.jsonl", chat_records(prompts, sequences, tokenizer))
     records = read_chat_jsonl(path, split="train")
     assert [r["input_ids"] for r in records] == sequences and records[0]["answer_tokens"] == 6

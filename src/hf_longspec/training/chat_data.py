@@ -121,22 +121,44 @@ def _document(tokenizer, pool: dict, document_tokens: int) -> tuple[str, list[st
 
 
 @torch.no_grad()
-def generate_chat_answers(target, tokenizer, prompts, max_new_tokens: int, **generate_kwargs) -> list[list[int]]:
+def generate_chat_answers(target, tokenizer, prompts, max_new_tokens: int, batch_size: int = 1,
+                          **generate_kwargs) -> list[list[int]]:
     """Greedy answers of `target` to each prompt (ChatPrompt or token ids): the token sequences
     prompt + answer, ending at the target's end-of-turn token or after `max_new_tokens`.
 
-    generate_kwargs go to `target.generate` (e.g. assistant_model=draft: LongSpec decoding is
-    lossless, so the answers are the same, only faster)."""
+    batch_size > 1 answers that many prompts per generate() call, left-padded with an attention mask,
+    as transformers batches them (prompts of similar length are grouped to keep padding short); each
+    row is cut at its end-of-turn token. generate_kwargs go to `target.generate` (e.g.
+    assistant_model=draft: LongSpec decoding is lossless, so the answers are the same, only faster)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = target.get_input_embeddings().weight.device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sequences = []
-    for prompt in prompts:
-        ids = prompt.input_ids if isinstance(prompt, ChatPrompt) else list(prompt)
-        input_ids = torch.tensor([ids], device=device)
-        output = target.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False, pad_token_id=pad, **generate_kwargs)
-        sequences.append([int(t) for t in output[0].tolist()])
+    stops = {int(t) for t in _as_list(target.generation_config.eos_token_id)} | {int(tokenizer.eos_token_id)}
+    ids_of = [list(p.input_ids if isinstance(p, ChatPrompt) else p) for p in prompts]
+    order = sorted(range(len(ids_of)), key=lambda i: len(ids_of[i]))
+    sequences: list[list[int] | None] = [None] * len(ids_of)
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        width = max(len(ids_of[i]) for i in rows)
+        input_ids = torch.full((len(rows), width), pad, dtype=torch.long, device=device)
+        mask = torch.zeros_like(input_ids)
+        for r, i in enumerate(rows):
+            input_ids[r, width - len(ids_of[i]):] = torch.tensor(ids_of[i], device=device)
+            mask[r, width - len(ids_of[i]):] = 1
+        output = target.generate(input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=pad, **generate_kwargs)
+        for r, i in enumerate(rows):
+            answer = [int(t) for t in output[r, width:].tolist()]
+            end = next((k + 1 for k, t in enumerate(answer) if t in stops), len(answer))
+            sequences[i] = ids_of[i] + answer[:end]
     return sequences
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def chat_records(prompts: list[ChatPrompt], sequences: list[list[int]], tokenizer=None) -> list[dict]:
