@@ -120,6 +120,7 @@ def main(argv=None):
     parser.add_argument("--checkpoint", default="/tmp/tp_study_checkpoint")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-vanilla", action="store_true")
+    parser.add_argument("--vanilla-repeats", type=int, default=3, help="1 at 128k: each call is mostly its prefill")
     args = parser.parse_args(argv)
     gpu = torch.cuda.is_available() and not args.quick
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -158,7 +159,7 @@ def main(argv=None):
         if not args.no_vanilla:
             target.set_attn_implementation("sdpa")
             try:
-                row.update(vanilla_step(target, length, device))
+                row.update(vanilla_step(target, length, device, repeats=args.vanilla_repeats))
                 row["round_over_vanilla_step"] = row["round_ms"] / row["vanilla_static_step_ms"]
             except Exception as error:  # noqa: BLE001 - report the failure instead of losing the row
                 row["vanilla_error"] = f"{type(error).__name__}: {str(error)[:300]}"

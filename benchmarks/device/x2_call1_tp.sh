@@ -8,5 +8,5 @@ python3 -c 'import torch, transformers; print(torch.__version__, transformers.__
 mkdir -p "$OUT/tp"
 timeout ${EXACT_LIMIT:-330} python benchmarks/tp_exactness.py --out "$OUT/tp" --gpus 2 --limit ${RUN_LIMIT:-140} 2>&1 | grep -v -i warn \
   | tee "$OUT/tp/exactness_log.txt" | tail -15
-[ "${SKIP_STUDY:-0}" = 1 ] || timeout 240 python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" ${TP_STUDY_ARGS:-} 2>&1 \
+[ "${SKIP_STUDY:-0}" = 1 ] || timeout ${STUDY_LIMIT:-240} python -m torch.distributed.run --nproc_per_node 2 benchmarks/tp_study.py --out "$OUT/tp" ${TP_STUDY_ARGS:-} 2>&1 \
   | grep -v -i warn | tee "$OUT/tp/study_log.txt" | tail -25

@@ -140,7 +140,7 @@ class TreeKVCache(Cache):
                 destination.update(keys, values, index)
             elif isinstance(theirs, DynamicLayer):  # possibly never written (the prompt went straight to us)
                 theirs.keys, theirs.values = keys, values
-                theirs.device, theirs.is_initialized = keys.device, True
+                theirs.device, theirs.dtype, theirs.is_initialized = keys.device, keys.dtype, True
             else:  # a StaticLayer (cache_implementation="static"): buffers of its full size again
                 if not getattr(theirs, "is_initialized", True):  # never written: it sizes itself on first data
                     theirs.lazy_initialization(keys, values)
@@ -161,7 +161,7 @@ class _PromptLayer(DynamicLayer):
         super().__init__()
         self._key_buffer, self._value_buffer = key_buffer, value_buffer
         self.keys, self.values = key_buffer[:, :, :0], value_buffer[:, :, :0]
-        self.device, self.is_initialized = key_buffer.device, True
+        self.device, self.dtype, self.is_initialized = key_buffer.device, key_buffer.dtype, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         start = self.keys.shape[-2]
