@@ -173,12 +173,14 @@ def test_the_prompt_is_prefilled_straight_into_the_preallocated_cache(pair, monk
     reference_cache = DynamicCache(config=target.config)
     reference = target.generate(ids, past_key_values=reference_cache, **options)
     assert torch.equal(out, reference)
-    if user_cache:  # left-aligned per row (ours) vs left-padded (vanilla's): compare each row's real entries
+    if user_cache:  # vanilla's layout: slot = column of the sequences, each row after its left padding
+        assert cache.get_seq_length() == reference_cache.get_seq_length() == out.shape[1] - 1
         for row, prompt in enumerate(rows):
             pad = ids.shape[1] - len(prompt)
-            committed = len(prompt) + NEW - 1
             for mine, theirs in zip(cache.layers, reference_cache.layers):
-                torch.testing.assert_close(mine.keys[row, :, :committed], theirs.keys[row, :, pad:pad + committed])
+                for ours, vanillas in ((mine.keys, theirs.keys), (mine.values, theirs.values)):
+                    torch.testing.assert_close(ours[row, :, pad:], vanillas[row, :, pad:])
+                    assert not ours[row, :, :pad].any()  # padding slots: zeros (vanilla's hold masked pad K/V)
 
 
 def test_a_large_batch_drafts_smaller_trees_and_stays_exact(pair, monkeypatch):
@@ -201,3 +203,47 @@ def test_a_large_batch_drafts_smaller_trees_and_stays_exact(pair, monkeypatch):
     assert draft.last_stats.drafted_nodes == 9 * draft.last_stats.rounds  # one row: 12 // 1 leaves the tree whole
     with pytest.raises(ValueError, match="tree_batch_nodes must be a positive int or None"):
         type(draft.config)(tree_batch_nodes=0)
+
+
+def test_a_batch_continues_from_its_returned_cache_like_vanilla(pair):
+    """Multi-turn batching: the cache a batched call fills is laid out as vanilla's (each row after its
+    left padding), so a second call on the returned sequences, with that cache, speculates and equals
+    vanilla's second call on vanilla's cache."""
+    from transformers import DynamicCache
+
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+    options = dict(max_new_tokens=8, do_sample=False)
+    caches = {}
+    outs = {}
+    for name, extra in (("vanilla", {}), ("longspec", {"assistant_model": draft})):
+        caches[name] = DynamicCache(config=target.config)
+        first = target.generate(ids, attention_mask=mask, past_key_values=caches[name], **options, **extra)
+        longer = torch.cat([mask, torch.ones_like(first[:, ids.shape[1]:])], dim=1)
+        outs[name] = target.generate(first, attention_mask=longer, past_key_values=caches[name], **options, **extra)
+    assert torch.equal(outs["longspec"], outs["vanilla"])
+    assert draft.last_stats.rounds > 0
+
+
+def test_continuing_a_batch_whose_row_stopped_early_is_refused(pair):
+    """A row that hit eos has no K/V after it in the returned cache (vanilla keeps feeding it pad tokens
+    and caches their K/V), so continuing from that cache could differ from vanilla: refused, naming the
+    row and what is allowed, before any forward."""
+    from transformers import DynamicCache
+
+    from hf_longspec import UnsupportedGenerationError
+
+    target, draft = pair
+    rows, ids, mask = _left_padded()
+    plain = target.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)[:, ids.shape[1]:].tolist()
+    # an eos that only row 1 generates, after at least 2 tokens: row 1 stops early, the others run to the end
+    eos = next(t for k, t in enumerate(plain[1]) if k >= 2 and t not in plain[1][:k] and t not in plain[0] + plain[2])
+    cache = DynamicCache(config=target.config)
+    first = target.generate(ids, attention_mask=mask, past_key_values=cache, assistant_model=draft, max_new_tokens=8,
+                            do_sample=False, eos_token_id=eos, pad_token_id=0)
+    assert torch.equal(first, target.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                                              eos_token_id=eos, pad_token_id=0))
+    longer = torch.cat([mask, torch.ones_like(first[:, ids.shape[1]:])], dim=1)
+    assert first[1, -1] == 0 and first[0, -1] != 0  # row 1 was filled with the pad token after its eos
+    with pytest.raises(UnsupportedGenerationError, match=r"row\(s\) \[1\] stopped early"):
+        target.generate(first, attention_mask=longer, past_key_values=cache, assistant_model=draft, max_new_tokens=4)

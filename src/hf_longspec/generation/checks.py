@@ -10,6 +10,10 @@ from ..tree_options import check_tree_options
 from .decoder import VERIFY_MODES
 
 
+# set by TreeKVCache.export_to on a cache it fills: the rows whose tail holds no K/V (stopped early)
+CUT_SHORT_ROWS = "_longspec_rows_cut_short"
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
@@ -77,9 +81,6 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
                 "no attention_mask, one of all 1s, or left padding (tokenizer padding_side='left', as generate() "
                 "expects for decoder-only models)."
             )
-        if int(cache_from_model_kwargs(model_kwargs).get_seq_length()) > 0:
-            raise UnsupportedGenerationError("a left-padded prompt with an already filled cache is not supported; "
-                                             "pass the whole prompt with an empty cache.")
     max_positions = model.config.get_text_config().max_position_embeddings
     if generation_config.max_length > max_positions:
         raise UnsupportedGenerationError(
@@ -104,6 +105,14 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         raise UnsupportedGenerationError(
             f"The cache already holds {cache.get_seq_length()} tokens for a {input_ids.shape[1]}-token input; "
             "pass at least one uncached token."
+        )
+    short = getattr(cache, CUT_SHORT_ROWS, None)
+    if int(cache.get_seq_length()) > 0 and short:
+        raise UnsupportedGenerationError(
+            f"This cache comes from a batched LongSpec call in which row(s) {short} stopped early (eos or a stopping "
+            "criterion): their slots after the stop hold no K/V, where vanilla generate() keeps the K/V of the pad "
+            "tokens it went on feeding. Continuing from it could differ from vanilla; allowed: continue rows that "
+            "ran to the end, or pass the whole prompt with an empty cache."
         )
 
 

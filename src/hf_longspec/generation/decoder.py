@@ -240,8 +240,9 @@ class LongSpecDecoder:
         return TreeDrafter(self.draft, self.layout, self.tree, logits_processor, do_sample)
 
     # ------------------------------------------------------------------ end of a generate() call
-    def finish(self, committed_lengths: list[int], destination_cache) -> None:
-        """Crop each row to what it emitted (a stop inside an accepted path) and hand the cache back."""
+    def finish(self, committed_lengths: list[int], destination_cache, padding: list[int] | None = None) -> None:
+        """Crop each row to what it emitted (a stop inside an accepted path) and hand the cache back,
+        each row after its left ``padding`` as in vanilla's cache."""
         self.cache.lengths.copy_(torch.tensor(committed_lengths))
         if destination_cache is not None:
-            self.cache.export_to(destination_cache, committed_lengths)
+            self.cache.export_to(destination_cache, committed_lengths, padding)

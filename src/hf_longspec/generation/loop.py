@@ -282,7 +282,7 @@ def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, desti
     starts = [0] * input_ids.shape[0] if attention_mask is None else \
         (length - attention_mask.long().sum(dim=1)).tolist()
     decoder.cache.adopt_prompt(length, starts)
-    decoder.finish([length - start for start in starts], destination)
+    decoder.finish([length - start for start in starts], destination, starts)
 
 
 def _right_padded(sequences: list[torch.Tensor], generation_config) -> torch.Tensor:
@@ -336,7 +336,8 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                 decoder.set_active(active)
     finally:
         # everything before a row's last emitted token is committed; the last one is not (it is a root)
-        decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], export_cache)
+        decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], export_cache,
+                       padding)
     stats.cuda_graphs = decoder._graph is not None
     stats.compiled = decoder.compiled
     if decoder._graph is not None and not had_graph:

@@ -126,15 +126,22 @@ class TreeKVCache(Cache):
         self.storage.scatter_(4, target.expand_as(source), kept)
         self.lengths.add_(accepted)
 
-    def export_to(self, destination: Cache, lengths: list[int]) -> None:
+    def export_to(self, destination: Cache, lengths: list[int], offsets: list[int] | None = None) -> None:
         """Write the committed entries back into the cache generate() handed us: row b's first
-        lengths[b] entries, left-aligned like a batch of unpadded rows (shorter rows end in zeros)."""
-        longest = max(lengths)
-        valid = torch.arange(longest, device=self.lengths.device)[None, :] < torch.tensor(lengths, device=self.lengths.device)[:, None]
-        keep = valid[:, None, :, None]
+        lengths[b] entries land at [offsets[b], offsets[b] + lengths[b]), so a left-padded batch keeps
+        vanilla's layout (slot = column of the returned sequences); padding slots and the ends of
+        rows that stopped early hold zeros."""
+        offsets = offsets or [0] * len(lengths)
+        longest = max(offset + length for offset, length in zip(offsets, lengths))
+        # rows that stopped early: generate() checks this before continuing from the cache (checks.CUT_SHORT_ROWS)
+        destination._longspec_rows_cut_short = [row for row, (offset, length) in enumerate(zip(offsets, lengths))
+                                                if offset + length < longest]
         for index, mine in enumerate(self.layers):
-            keys = mine.keys[:, :, :longest] * keep
-            values = mine.values[:, :, :longest] * keep
+            shape = mine.keys.shape[:2] + (longest,) + mine.keys.shape[3:]
+            keys, values = mine.keys.new_zeros(shape), mine.values.new_zeros(shape)
+            for row, (offset, length) in enumerate(zip(offsets, lengths)):
+                keys[row, :, offset:offset + length] = mine.keys[row, :, :length]
+                values[row, :, offset:offset + length] = mine.values[row, :, :length]
             theirs = destination.layers[index] if index < len(destination.layers) else None
             if theirs is None:  # a lazily built DynamicCache that never saw this layer: let it create one
                 destination.update(keys, values, index)
