@@ -9,6 +9,8 @@
 #                            call returned:   BUDGET=330 bash benchmarks/device/x2_train_long.sh
 #                            (the checkpoint is ~50 MB: it cannot travel with part b in one call)
 #
+# TRAIN_ARGS adds options, e.g. TRAIN_ARGS="--corpus-mix chat --chat-data /tmp/chat/chat_train.jsonl" after
+# x2_chat_data.sh on the same warm machine (keep them the same when resuming).
 # --max-steps TOTAL_STEPS is the whole run's length on every call (it sets the cosine schedule);
 # --max-seconds BUDGET stops the run and saves a checkpoint. Returns in $OUT/x2_long/:
 # ckpt.tar.part-* (the last checkpoint: fp32 weights, optimizer, scheduler, RNG states; 15 MiB parts),
@@ -38,7 +40,7 @@ fi
 timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node 2 --master_port 29513 \
   examples/train_draft.py --output "$W" --target embedded "${RESUME[@]}" \
   --max-steps "$TOTAL_STEPS" --max-seconds "$BUDGET" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup-steps 20 \
-  --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 2>&1 \
+  --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 ${TRAIN_ARGS:-} 2>&1 \
   | grep --line-buffered -v "it/s]" | tee "$R/train.log" | grep --line-buffered -E "'loss'|train_runtime|rror|saved"
 echo "train exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 

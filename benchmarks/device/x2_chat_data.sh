@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# x2 call (no carry, a warm machine with the embedded model in /tmp/site): chat training data answered by
+# the target itself (issue 12), half the prompts on each GPU, 16 left-padded prompts per generate() call
+# with the shipped draft (LongSpec batched decoding is lossless: the target's own greedy answers).
+# Writes /tmp/chat/chat_train.jsonl for x2_train_long.sh (TRAIN_ARGS="--corpus-mix chat --chat-data
+# /tmp/chat/chat_train.jsonl") and returns it in 15 MB parts with its summaries under $OUT/chat/.
+set -u
+[ -d /tmp/site ] || source benchmarks/device/setup_model.sh
+export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+PROMPTS=${PROMPTS:-1000}   # per GPU
+mkdir -p /tmp/chat "$OUT/chat"
+for gpu in 0 1; do
+  CUDA_VISIBLE_DEVICES=$gpu timeout ${LIMIT:-540} python benchmarks/make_chat_data.py --out /tmp/chat/part$gpu.jsonl \
+    --num-prompts "$PROMPTS" --document-tokens 2048 --max-new-tokens 256 --batch-size 16 --seed $gpu \
+    --draft embedded > "$OUT/chat/part$gpu.log" 2>&1 &
+done
+wait
+cat /tmp/chat/part0.jsonl /tmp/chat/part1.jsonl > /tmp/chat/chat_train.jsonl 2>/dev/null
+cp /tmp/chat/*.summary.json "$OUT/chat/" 2>/dev/null
+split -b 15M /tmp/chat/chat_train.jsonl "$OUT/chat/chat_train.jsonl.part-"
+wc -l /tmp/chat/chat_train.jsonl; tail -2 "$OUT"/chat/part*.log
