@@ -117,6 +117,9 @@ def main():
     parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
     parser.add_argument("--trees", nargs="*", default=[], help="extra tree shapes, widths joined by '-' (4-16-12)")
     args = parser.parse_args()
+    from hf_longspec.generation import loop
+    # every tree shape keeps its own compiled decoder: the pool must hold them all, or they recompile in turn
+    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees))
     for spec in args.trees:
         METHODS[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
         args.methods.append(f"longspec_tree_{spec}")
