@@ -60,21 +60,18 @@ def chat_prompt(tokenizer, length: int, index: int, seed: int = 0) -> tuple[str,
 
 
 def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0) -> list[dict]:
-    """Every (length, kind, index) prompt, ordered by length then kind."""
-    corpus_kinds = [k for k in kinds if k != "chat"]
-    workloads = {(w.length, w.kind, w.index): w
-                 for w in build_workloads(tokenizer, lengths, corpus_kinds, prompts, seed=seed)}
-    found = []
-    for length in sorted(lengths):
-        for kind in kinds:
+    """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
+    benchmark workloads, chat from `chat_prompt`."""
+    found = [{"length": w.length, "kind": w.kind, "index": w.index, "source": w.source, "input_ids": list(w.input_ids)}
+             for w in build_workloads(tokenizer, lengths, [k for k in kinds if k != "chat"], prompts, seed=seed)]
+    if "chat" in kinds:
+        for length in lengths:
             for index in range(prompts):
-                if kind == "chat":
-                    source, ids = chat_prompt(tokenizer, length, index, seed)
-                else:
-                    w = workloads[(length, kind, index)]
-                    source, ids = w.source, list(w.input_ids)
-                assert len(ids) == length, (kind, length, len(ids))
-                found.append({"length": length, "kind": kind, "index": index, "source": source, "input_ids": ids})
+                source, ids = chat_prompt(tokenizer, length, index, seed)
+                found.append({"length": length, "kind": "chat", "index": index, "source": source, "input_ids": ids})
+    found.sort(key=lambda p: (p["length"], list(kinds).index(p["kind"]), p["index"]))
+    for prompt in found:
+        assert len(prompt["input_ids"]) == prompt["length"], (prompt["kind"], prompt["length"], len(prompt["input_ids"]))
     return found
 
 

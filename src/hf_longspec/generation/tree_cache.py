@@ -84,29 +84,31 @@ class TreeKVCache(Cache):
 
     @torch.no_grad()
     def adopt_prompt(self, length: int, starts: list[int] | None = None) -> None:
-        """After a prefill through ``prompt_cache()``: move each row's real tokens [starts[b], length)
-        (left padding skipped) to [0, length - starts[b]), one row of one layer at a time."""
-        starts = starts or [0] * self.lengths.shape[0]
-        for row, start in enumerate(starts):
-            if start == 0:
-                continue
-            for layer in self.layers:
-                for buffer in (layer.keys, layer.values):
-                    buffer[row, :, : length - start].copy_(buffer[row, :, start:length].clone())
-        self.lengths.copy_(torch.tensor([length - start for start in starts]))
+        """After a prefill through ``prompt_cache()``: each row's real tokens [starts[b], length) (left
+        padding skipped) move to [0, length - starts[b]) within these buffers."""
+        self._take_rows(self, length, starts)
 
     @torch.no_grad()
     def load(self, source: Cache, length: int, starts: list[int] | None = None) -> None:
         """Copy every layer of another cache (e.g. the prefill's): row b's entries [starts[b], length)
-        (left padding skipped) land at [0, length - starts[b]), so each row's prefix starts at 0."""
+        (left padding skipped) land at [0, length - starts[b]), so each row's prefix starts at 0. Each
+        source layer is released once copied: one copy of the KV at a time."""
+        self._take_rows(source, length, starts)
+
+    def _take_rows(self, source: Cache, length: int, starts: list[int] | None) -> None:
         starts = starts or [0] * self.lengths.shape[0]
         if length - min(starts) > self.capacity:
             raise ValueError(f"{length - min(starts)} cached tokens do not fit a cache of capacity {self.capacity}")
+        in_place = source is self
         for mine, theirs in zip(self.layers, source.layers):
             for row, start in enumerate(starts):
-                mine.keys[row, :, : length - start].copy_(theirs.keys[row, :, start:length])
-                mine.values[row, :, : length - start].copy_(theirs.values[row, :, start:length])
-            _release(theirs)  # one copy of the KV at a time: the prefill's layer is dropped once it is ours
+                if in_place and start == 0:
+                    continue  # already where it belongs
+                for dst, src in ((mine.keys, theirs.keys), (mine.values, theirs.values)):
+                    moved = src[row, :, start:length]
+                    dst[row, :, : length - start].copy_(moved.clone() if in_place else moved)  # ranges overlap
+            if not in_place:
+                _release(theirs)
         self.lengths.copy_(torch.tensor([length - start for start in starts]))
 
     @torch.no_grad()
@@ -137,27 +139,38 @@ class TreeKVCache(Cache):
         destination._longspec_rows_cut_short = [row for row, (offset, length) in enumerate(zip(offsets, lengths))
                                                 if offset + length < longest]
         for index, mine in enumerate(self.layers):
-            shape = mine.keys.shape[:2] + (longest,) + mine.keys.shape[3:]
-            keys, values = mine.keys.new_zeros(shape), mine.values.new_zeros(shape)
+            theirs = destination.layers[index] if index < len(destination.layers) else None
+            static = theirs is not None and not isinstance(theirs, DynamicLayer)  # cache_implementation="static"
+            if static:
+                keys, values = _full_size_buffers(theirs, mine.keys[:, :, :1], mine.values[:, :, :1])
+            else:
+                shape = mine.keys.shape[:2] + (longest,) + mine.keys.shape[3:]
+                keys, values = mine.keys.new_zeros(shape), mine.values.new_zeros(shape)
             for row, (offset, length) in enumerate(zip(offsets, lengths)):
                 keys[row, :, offset:offset + length] = mine.keys[row, :, :length]
                 values[row, :, offset:offset + length] = mine.values[row, :, :length]
-            theirs = destination.layers[index] if index < len(destination.layers) else None
             if theirs is None:  # a lazily built DynamicCache that never saw this layer: let it create one
                 destination.update(keys, values, index)
-            elif isinstance(theirs, DynamicLayer):  # possibly never written (the prompt went straight to us)
-                theirs.keys, theirs.values = keys, values
-                theirs.device, theirs.dtype, theirs.is_initialized = keys.device, keys.dtype, True
-            else:  # a StaticLayer (cache_implementation="static"): buffers of its full size again
-                if not getattr(theirs, "is_initialized", True):  # never written: it sizes itself on first data
-                    theirs.lazy_initialization(keys, values)
-                shape = getattr(theirs, "_longspec_released_shape", None) or tuple(theirs.keys.shape)
-                theirs.keys = keys.new_zeros(shape)
-                theirs.values = values.new_zeros(theirs.keys.shape)
-                theirs.keys[:, :, :longest].copy_(keys)
-                theirs.values[:, :, :longest].copy_(values)
+            elif static:
                 if hasattr(theirs, "cumulative_length"):
                     theirs.cumulative_length.fill_(longest)
+            else:  # possibly never written (the prompt went straight to us)
+                theirs.keys, theirs.values = keys, values
+                theirs.device, theirs.dtype, theirs.is_initialized = keys.device, keys.dtype, True
+
+
+def _full_size_buffers(layer, like_keys: torch.Tensor, like_values: torch.Tensor):
+    """A static layer's own (B, H, max_cache_len, D) buffers, zeroed, allocated once: sized by the layer
+    itself if it was never written, at its original size again if ``load`` released it."""
+    if not getattr(layer, "is_initialized", True):
+        layer.lazy_initialization(like_keys, like_values)  # allocates zeros at the layer's max_cache_len
+    elif hasattr(layer, "_longspec_released_shape"):
+        shape = layer.__dict__.pop("_longspec_released_shape")
+        layer.keys, layer.values = like_keys.new_zeros(shape), like_values.new_zeros(shape)
+    else:
+        layer.keys.zero_()
+        layer.values.zero_()
+    return layer.keys, layer.values
 
 
 class _PromptLayer(DynamicLayer):
