@@ -2,7 +2,13 @@
 LongSpec goal at batch 1: the round must cost <= tau / 2 vanilla steps for a 2x speedup).
 
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR [--length 8000] [--rounds 20]
+    PYTHONPATH=src python benchmarks/profile_round.py --out DIR --shape llama8b --length 32768
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR --quick      # CPU smoke run
+
+Besides the per-phase profile below, each phase (draft, verify, whole round) is captured as a CUDA
+graph and its replay timed, so launch gaps show as (graph time - summed kernel time). With
+``--shape llama8b`` (random bf16 weights, random KV up to ``--length``) the vanilla profile is
+skipped and the target's GEMM shapes are timed alone at 1 and N rows against the copy bandwidth.
 
 On the embedded SmolLM2 (bf16 on CUDA) and its shipped draft, with one eval-split code prompt:
 - LongSpec: one generate() call builds and warms the decoder (compiled, as generate runs it); then
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -30,6 +37,8 @@ from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 from hf_longspec.generation.acceptance import greedy_accept
 
 PHASES = ("draft", "verify", "accept", "commit")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_study import LLAMA_8B, TINY, capture, cuda_time  # noqa: E402  (a sibling benchmark script)
 
 
 def device_time_us(event, cuda: bool) -> float:
@@ -59,6 +68,150 @@ def phase_times(prof, rounds: int) -> dict:
     return totals
 
 
+def kernel_count(prof, cuda: bool) -> float:
+    """Device kernels launched inside the profile (CPU ops on a CPU-only run)."""
+    if not cuda:
+        return 0.0
+    return float(sum(e.count for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA))
+
+
+def graph_phase_ms(decoder, length: int, repeats: int, device) -> dict:
+    """Replay time (median ms) of the draft phase, the verification forward and a whole round, each
+    captured alone as a CUDA graph (on the CPU: eager wall time), at a fixed prefix length."""
+    def draft():
+        decoder._draft_greedy()
+
+    def verify():
+        decoder._verify()
+
+    def whole():
+        decoder.cache.lengths.fill_(length)
+        decoder.round()
+
+    times = {}
+    with torch.no_grad():
+        for name, fn in (("draft", draft), ("verify", verify), ("round", whole)):
+            decoder.cache.lengths.fill_(length)
+            replay = capture(fn, device)
+            times[f"{name}_graph_ms"] = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
+            torch.cuda.synchronize() if device.type == "cuda" else None
+    decoder.cache.lengths.fill_(length)
+    return times
+
+
+def variants(decoder, length: int, device, repeats: int = 20) -> dict:
+    """Choices measured side by side: the split-KV row tile cap (verification forward replayed with each;
+    a cap of 128 still drops to 64 for launches of few programs, see prefix_splitkv)."""
+    import hf_longspec.kernels.prefix_splitkv as splitkv
+
+    result = {}
+    if device.type != "cuda":
+        return result
+    kept = splitkv._MAX_ROW_TILE
+    with torch.no_grad():
+        for tile in (128, 64):
+            splitkv._MAX_ROW_TILE = tile
+            decoder.cache.lengths.fill_(length)
+            replay = capture(lambda: decoder._verify(), device)
+            result[f"verify_graph_ms_row_tile_{tile}"] = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
+        splitkv._MAX_ROW_TILE = kept
+    return result
+
+
+def gemm_table(config, rows: int, device, repeats: int = 20) -> list[dict]:
+    """The target layer's GEMMs (and LM head) alone, at 1 and ``rows`` rows, as graph replays: achieved
+    weight-read bandwidth, to tell whether a verification forward is bound by its GEMMs' efficiency."""
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    kv = config["num_key_value_heads"] * hidden // config["num_attention_heads"]
+    shapes = {"q/o": (hidden, hidden), "k/v": (hidden, kv), "qkv fused": (hidden, hidden + 2 * kv),
+              "gate/up": (hidden, inter), "gate+up fused": (hidden, 2 * inter), "down": (inter, hidden),
+              "lm_head": (hidden, vocab)}
+    table = []
+    for name, (k, n) in shapes.items():
+        weight = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        for m in (1, rows):
+            x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+            replay = capture(lambda: torch.nn.functional.linear(x, weight), device)
+            ms = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
+            table.append({"gemm": name, "rows": m, "k": k, "n": n, "ms": ms,
+                          "weight_GB_per_s": weight.numel() * 2 / (ms / 1000) / 1e9})
+        del weight
+    return table
+
+
+def build_llama8b(length: int, device):
+    """A random bf16 Llama-3.1-8B-shape target, a random draft, and a decoder whose cache holds random
+    K/V up to ``length`` (only cost matters)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hf_longspec import LongSpecDraftModel
+    from hf_longspec.attention import use_hybrid_attention
+    from hf_longspec.generation import LongSpecDecoder, TreeLayout
+    from hf_longspec.generation.decoder import bucketed_capacity
+
+    torch.manual_seed(0)
+    shape = LLAMA_8B if device.type == "cuda" else TINY  # a CPU smoke run uses a tiny Llama
+    with torch.device(device):
+        target = LlamaForCausalLM(LlamaConfig(**shape)).to(torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
+    draft = LongSpecDraftModel.from_target(target).eval()
+    use_hybrid_attention(target)
+    layout = TreeLayout.plan(draft.config.tree_widths, draft.config.tree_max_nodes, shape["vocab_size"])
+    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout))
+    with torch.no_grad():
+        decoder.cache.storage.normal_(0, 0.5)
+        decoder.cache.lengths.fill_(length)
+        draft.start(torch.randint(0, shape["vocab_size"], (1, length), device=device), ring=decoder.context.ring)
+        decoder.root_tokens.fill_(1)
+    return decoder
+
+
+def profile_phases(decoder, length: int, rounds: int, top: int, device) -> dict:
+    """Each phase profiled alone (eager, so every launch shows): GPU ms, kernels and top kernels per round."""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    state = {}
+
+    def draft():
+        decoder._draft_greedy()
+
+    def verify():
+        state["logits"] = decoder._verify()
+
+    def accept_commit():
+        paths = greedy_accept(decoder.layout, decoder.tree, state["logits"])
+        roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
+        decoder._commit(paths.path_nodes, paths.accepted, roots)
+        decoder.cache.lengths.fill_(length)
+
+    phases = {}
+    with torch.no_grad():
+        for name, fn in (("draft", draft), ("verify", verify), ("accept_commit", accept_commit)):
+            with profile(activities=activities) as prof:
+                for _ in range(rounds):
+                    if name == "accept_commit":
+                        verify()
+                    with record_function(name):
+                        fn()
+                if cuda:
+                    torch.cuda.synchronize()
+            kernels = top_kernels(prof, top, rounds, cuda)
+            timed = phase_times(prof, rounds).get(name, {})
+            phases[name] = {**timed, "kernels_per_round": kernel_count(prof, cuda) / rounds, "top_kernels": kernels}
+    return phases
+
+
+def main_llama8b(args, device) -> dict:
+    decoder = build_llama8b(args.length or 32768, device)
+    length = int(decoder.cache.lengths[0])
+    result = {"shape": "llama8b", "length": length, "tree_widths": list(decoder.layout.widths),
+              "graph": graph_phase_ms(decoder, length, 20, device),
+              "variants": variants(decoder, length, device),
+              "phases": profile_phases(decoder, length, 5, args.top, device)}
+    if device.type == "cuda":
+        result["gemms"] = gemm_table(LLAMA_8B, decoder.layout.num_nodes, device)
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -66,8 +219,16 @@ def main(argv=None):
     parser.add_argument("--length", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--shape", choices=("smollm2", "llama8b"), default="smollm2")
     args = parser.parse_args(argv)
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda"
+    if args.shape == "llama8b":
+        result = {"machine": machine_info(torch.device(device), sys.argv), **main_llama8b(args, torch.device(device))}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"profile_llama8b_{result['length']}.json").write_text(json.dumps(result, indent=1, default=str))
+        print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1, default=str))
+        return
     length = args.length or (256 if device == "cpu" else 8000)
     rounds = 3 if device == "cpu" else args.rounds
     target, tokenizer = load_embedded_target(device=device)
@@ -98,7 +259,22 @@ def main(argv=None):
             if device == "cuda":
                 torch.cuda.synchronize()
     longspec = {"phases": phase_times(prof, rounds), "top_kernels": top_kernels(prof, args.top, rounds, device == "cuda"),
+                "kernels_per_round": kernel_count(prof, device == "cuda") / rounds,
+                "per_phase": profile_phases(decoder, length, rounds, args.top, torch.device(device)),
+                "graph": graph_phase_ms(decoder, length, 20, torch.device(device)),
+                "variants": variants(decoder, length, torch.device(device)),
                 "tau_of_the_warm_up_call": tau, "tree_widths": list(decoder.layout.widths)}
+    # the whole generate() call: (129-token call - 1-token call) per round, beside the round's replay
+    walls = {}
+    for new in (1, 129):
+        torch.cuda.synchronize() if device == "cuda" else None
+        begin = time.perf_counter()
+        target.generate(ids, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        torch.cuda.synchronize() if device == "cuda" else None
+        walls[new] = time.perf_counter() - begin
+    longspec["generate_rounds"] = draft.last_stats.rounds
+    longspec["generate_tau"] = draft.last_stats.tau
+    longspec["generate_ms_per_round"] = 1000 * (walls[129] - walls[1]) / max(1, draft.last_stats.rounds)
 
     # vanilla static: the step transformers compiles; 33 new tokens = 32 steps after the prefill
     target.set_attn_implementation("sdpa")
@@ -110,14 +286,27 @@ def main(argv=None):
         if device == "cuda":
             torch.cuda.synchronize()
     vanilla = {"top_kernels": top_kernels(prof, args.top, 32, device == "cuda"), "note": "per step = per (33-token call / 32); "
-               "the prefill's kernels are included once, spread over the 32 steps"}
+               "the prefill's kernels are included once, spread over the 32 steps",
+               "kernels_per_step": kernel_count(prof, device == "cuda") / 32}
+    walls = {}
+    for new in (1, 33):
+        torch.cuda.synchronize() if device == "cuda" else None
+        begin = time.perf_counter()
+        target.generate(ids, **{**options, "max_new_tokens": new, "min_new_tokens": new})
+        torch.cuda.synchronize() if device == "cuda" else None
+        walls[new] = time.perf_counter() - begin
+    vanilla["step_ms"] = 1000 * (walls[33] - walls[1]) / 32
 
     result = {"machine": machine_info(torch.device(device), sys.argv), "length": length, "rounds": rounds,
               "longspec": longspec, "vanilla_static": vanilla}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_round.json").write_text(json.dumps(result, indent=1, default=str))
-    lines = [f"LongSpec round at {length} tokens ({device}), tree {longspec['tree_widths']}, per round:", "",
+    graph = longspec["graph"]
+    lines = [f"LongSpec round at {length} tokens ({device}), tree {longspec['tree_widths']}: graph replay draft "
+             f"{graph['draft_graph_ms']:.3f} ms, verify {graph['verify_graph_ms']:.3f} ms, round {graph['round_graph_ms']:.3f} ms; "
+             f"generate() {longspec['generate_ms_per_round']:.3f} ms per round; vanilla static step {vanilla['step_ms']:.3f} ms; "
+             f"kernels per round {longspec['kernels_per_round']:.0f}, per vanilla step {vanilla['kernels_per_step']:.0f}", "",
              "| phase | GPU ms | CPU ms |", "|---|---|---|"]
     for phase in PHASES:
         t = longspec["phases"].get(phase, {})

@@ -1,10 +1,13 @@
-"""``prefix_attn_splitkv``: unmasked attention of a few query rows over a long cached prefix, with LSE.
+"""``prefix_attn_splitkv``: unmasked attention of a few query rows over a long cached prefix, with LSE;
+``cached_tree_attn``: the same launch plus the tree's own masked keys, the whole hybrid tree attention.
 
 Why split the key axis: at tree-verification time there are only T (1..128) query rows per
 head, so a kernel that gives each (batch, KV head) one program launches B*Hkv = 8 programs on a
 132-SM GPU and reads 128k keys serially. Splitting the keys into chunks gives every SM work;
 each chunk writes a float32 partial (out, lse) and a second tiny kernel merges the partials
-exactly by log-sum-exp. The GQA group is folded into the query rows, so each KV head is read
+exactly by log-sum-exp. For tree verification over a preallocated cache the tree's K/V sit right
+after each row's prefix, so one more "split" attends them under the tree mask: prefix, tree and
+their LSE merge are two launches per layer, with no gather of the tree's K/V. The GQA group is folded into the query rows, so each KV head is read
 from memory once per row block, never copied by ``repeat_kv``.
 """
 
@@ -23,11 +26,16 @@ from ._launch import (
     grouped_view,
     launch_config,
     new_output,
+    next_power_of_two,
 )
 from ._runtime import streaming_multiprocessor_count, triton_can_run_on
 
 _MAX_ROW_TILE = 128
-_COMBINE_ROW_TILE = 32
+# Below this many programs per key split (batch x KV heads x row blocks), rows are tiled by 64, not
+# 128: on the H200 a SmolLM2 verification forward (1 x 3 KV heads, 207 packed rows) took 2.16 ms
+# with 64-row tiles against 2.35 ms with 128, while the Llama-3.1-8B shape (8 KV heads, 276 rows)
+# took 15.66 ms against 13.26 (benchmarks/profile_round.py, "variants").
+_SMALL_LAUNCH_PROGRAMS = 16
 # Programs per SM to aim for: more than one keeps loads in flight while another program computes.
 _PROGRAMS_PER_SM = 2
 # A split shorter than this spends more on its partial write and the merge than it saves.
@@ -64,6 +72,8 @@ def plan_splits(
     # fp32 or D > 128 tiles are twice as wide: half the rows keep shared memory under ~140 KB.
     wide = dtype == torch.float32 or block_d > 128
     block_m = block_m_for(packed_rows, _MAX_ROW_TILE // 2 if wide else _MAX_ROW_TILE)
+    if block_m > 64 and batch * num_kv_heads * cdiv(packed_rows, block_m) < _SMALL_LAUNCH_PROGRAMS:
+        block_m = 64
     block_n, _, _ = launch_config(dtype, block_d, block_m)
     row_blocks = cdiv(packed_rows, block_m)
     if num_splits is None:
@@ -71,6 +81,57 @@ def plan_splits(
                                        streaming_multiprocessor_count(device))
     keys_per_split = cdiv(cdiv(max(key_len, 1), max(1, num_splits)), block_n) * block_n
     return SplitPlan(block_m, block_n, row_blocks, cdiv(max(key_len, 1), keys_per_split), keys_per_split)
+
+
+def _check_seqlens(seqlens, batch: int, device) -> None:
+    if seqlens is not None and (seqlens.shape != (batch,) or seqlens.device != device or seqlens.is_floating_point()):
+        raise ValueError(f"seqlens must be an integer ({batch},) tensor on {device}; got {tuple(seqlens.shape)} "
+                         f"{seqlens.dtype} on {seqlens.device}")
+
+
+def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None) -> None:
+    """Launch the split kernel over ``k``'s first ``key_len`` slots (plus the tree split when ``mask``
+    is given: T tree keys after each row's ``seqlens``), then merge the partials into out/lse."""
+    from ._attention_core import LOG2E
+    from ._prefix_splitkv_kernel import combine_splits_kernel, split_attention_kernel
+
+    batch, num_q_heads, query_len, head_dim = q.shape
+    num_kv_heads = k.shape[1]
+    key_len = k.shape[2] - (query_len if mask is not None else 0)  # slots a prefix may fill
+    packed_rows = (num_q_heads // num_kv_heads) * query_len
+    block_d = block_d_for(head_dim)
+    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits)
+    block_m, block_n, row_blocks, num_splits, keys_per_split = plan
+    _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
+    launched = num_splits + (1 if mask is not None else 0)
+
+    q5, o5, l4 = (grouped_view(t, num_kv_heads) for t in (q, out, lse))
+    if launched == 1:
+        part_out, part_lse = o5.unsqueeze(0), l4.unsqueeze(0)
+    else:
+        part_out = new_output((launched, *o5.shape), torch.float32, q.device)
+        part_lse = new_output((launched, *l4.shape), torch.float32, q.device)
+    mask_strides = (mask.stride(0) if mask.shape[0] > 1 else 0, mask.stride(1), mask.stride(2)) if mask is not None \
+        else (0, 0, 0)
+    split_attention_kernel[(row_blocks, batch * num_kv_heads, launched)](
+        q5, k, v, part_out, part_lse, seqlens if seqlens is not None else lse, mask if mask is not None else lse,
+        *q5.stride(), *k.stride(), *v.stride(), *part_out.stride(), *part_lse.stride(), *mask_strides,
+        num_kv_heads, query_len, key_len, packed_rows, keys_per_split, num_splits if mask is not None else launched,
+        scale * LOG2E,
+        HAS_SEQLENS=seqlens is not None,
+        DOT_IN_FP32=dot_in_fp32(q.dtype, q.device),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=head_dim,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if launched > 1:
+        block_s = min(next_power_of_two(launched), 64 if block_d <= 64 else 32)
+        combine_splits_kernel[(packed_rows, batch * num_kv_heads)](
+            part_out, part_lse, o5, l4,
+            *part_out.stride(), *part_lse.stride(), *o5.stride(), *l4.stride(),
+            num_kv_heads, query_len, launched,
+            BLOCK_S=block_s, BLOCK_D=block_d, HEAD_DIM=head_dim,
+            num_warps=4,
+        )
 
 
 def prefix_attn_splitkv(
@@ -102,7 +163,6 @@ def prefix_attn_splitkv(
     """
     check_attention_inputs(q, k, v)
     batch, num_q_heads, query_len, head_dim = q.shape
-    num_kv_heads, key_len = k.shape[1], k.shape[2]
     if not triton_can_run_on(q.device):
         raise RuntimeError(
             f"prefix_attn_splitkv needs Triton on CUDA, or TRITON_INTERPRET=1 for CPU tensors (device {q.device})"
@@ -113,47 +173,60 @@ def prefix_attn_splitkv(
     elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
         raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
     lse = new_output((batch, num_q_heads, query_len), torch.float32, q.device)
-    if seqlens is not None and (seqlens.shape != (batch,) or seqlens.device != q.device or seqlens.is_floating_point()):
-        raise ValueError(f"seqlens must be an integer ({batch},) tensor on {q.device}; got {tuple(seqlens.shape)} "
-                         f"{seqlens.dtype} on {seqlens.device}")
-    if out.numel() == 0 or key_len == 0:
+    _check_seqlens(seqlens, batch, q.device)
+    if out.numel() == 0 or k.shape[2] == 0:
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
+    _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens)
+    return out, lse
 
-    from ._attention_core import LOG2E
-    from ._prefix_splitkv_kernel import combine_splits_kernel, split_attention_kernel
 
-    packed_rows = (num_q_heads // num_kv_heads) * query_len
-    block_d = block_d_for(head_dim)
-    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits)
-    block_m, block_n, row_blocks, num_splits, keys_per_split = plan
-    _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
+def cached_tree_attn(
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    tree_mask: torch.Tensor,
+    seqlens: torch.Tensor,
+    scale: float | None = None,
+    *,
+    num_splits: int | None = None,
+    out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hybrid tree attention over a preallocated cache: prefix, tree and their merge in two launches.
 
-    q5, o5, l4 = (grouped_view(t, num_kv_heads) for t in (q, out, lse))
-    if num_splits == 1:
-        part_out, part_lse = o5.unsqueeze(0), l4.unsqueeze(0)
-    else:
-        part_out = new_output((num_splits, *o5.shape), torch.float32, q.device)
-        part_lse = new_output((num_splits, *l4.shape), torch.float32, q.device)
+    Args:
+        q: (B, Hq, T, D) queries of the T tree tokens (any strides).
+        k_buffer, v_buffer: (B, Hkv, C, D) cache buffers: row b's committed prefix in slots
+            [0, seqlens[b]) and the tree tokens' own K/V in [seqlens[b], seqlens[b] + T).
+        tree_mask: bool (T, T) or (B, T, T), True = the query row may attend the tree key column
+            (ancestor-or-self); every row attends its whole prefix.
+        seqlens: (B,) integer device tensor of prefix lengths, read by the kernel (graph-safe).
+        out: optional (B, Hq, T, D) tensor of q's dtype or float32 to write into (any strides).
 
-    split_attention_kernel[(row_blocks, batch * num_kv_heads, num_splits)](
-        q5, k, v, part_out, part_lse, seqlens if seqlens is not None else lse,
-        *q5.stride(), *k.stride(), *v.stride(), *part_out.stride(), *part_lse.stride(),
-        num_kv_heads, query_len, key_len, packed_rows, keys_per_split,
-        scale * LOG2E,
-        HAS_SEQLENS=seqlens is not None,
-        DOT_IN_FP32=dot_in_fp32(q.dtype, q.device),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=head_dim,
-        num_warps=num_warps, num_stages=num_stages,
-    )
-    if num_splits > 1:
-        combine_rows = block_m_for(packed_rows, _COMBINE_ROW_TILE)
-        combine_splits_kernel[(cdiv(packed_rows, combine_rows), batch * num_kv_heads)](
-            part_out, part_lse, o5, l4,
-            *part_out.stride(), *part_lse.stride(), *o5.stride(), *l4.stride(),
-            num_kv_heads, query_len, packed_rows, num_splits,
-            BLOCK_M=combine_rows, BLOCK_D=block_d, HEAD_DIM=head_dim,
-            num_warps=4,
-        )
+    Returns:
+        out (B, Hq, T, D) and lse (B, Hq, T) float32 over prefix and tree together.
+    """
+    from .fused_mask_attn import _batched_mask
+
+    check_attention_inputs(q, k_buffer, v_buffer)
+    batch, num_q_heads, tree_len, head_dim = q.shape
+    if not triton_can_run_on(q.device):
+        raise RuntimeError(f"cached_tree_attn needs Triton on CUDA, or TRITON_INTERPRET=1 (device {q.device})")
+    if k_buffer.shape[2] < tree_len:
+        raise ValueError(f"a cache of capacity {k_buffer.shape[2]} cannot hold a {tree_len}-token tree")
+    if seqlens is None:
+        raise ValueError("cached_tree_attn needs seqlens: the tree's K/V sit after each row's prefix")
+    _check_seqlens(seqlens, batch, q.device)
+    mask = _batched_mask(tree_mask, batch, tree_len, q.device)
+    scale = head_dim**-0.5 if scale is None else float(scale)
+    if out is None:
+        out = new_output((batch, num_q_heads, tree_len, head_dim), q.dtype, q.device)
+    elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
+        raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
+    lse = new_output((batch, num_q_heads, tree_len), torch.float32, q.device)
+    if out.numel() == 0:
+        lse.fill_(float("-inf"))
+        return out, lse
+    _split_and_combine(q, k_buffer, v_buffer, out, lse, scale, num_splits, seqlens, mask)
     return out, lse

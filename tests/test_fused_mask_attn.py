@@ -200,11 +200,16 @@ compile_sm90(tree_attention_kernel, tree_pointers,
              dict(HAS_PREFIX=True, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
              num_warps=4, num_stages=3)
 for has_seqlens in (False, True):  # True: lengths read from memory, as in captured rounds
-    compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64"),
+    compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
                  dict(HAS_SEQLENS=has_seqlens, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
                  num_warps=8, num_stages=3)
+# Triton passes an integer argument equal to 1 as a constant (a Python int inside the kernel): a prefix
+# of one key must compile too (it did not, once: ``key_len.to(...)`` on an int).
+compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
+             dict(key_len=1, HAS_SEQLENS=False, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
+             num_warps=8, num_stages=3)
 compile_sm90(combine_splits_kernel, dict(PART_OUT="*fp32", PART_LSE="*fp32", OUT="*bf16", LSE="*fp32"),
-             dict(BLOCK_M=32, BLOCK_D=128, HEAD_DIM=128), num_warps=4)
+             dict(BLOCK_S=32, BLOCK_D=128, HEAD_DIM=128), num_warps=4)
 print("compiled for sm_90 with triton", triton.__version__)
 """
 

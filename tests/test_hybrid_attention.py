@@ -288,3 +288,49 @@ def test_llama_tree_forward_matches_eager_with_full_4d_mask(request, batch):
     assert hybrid_cache.get_seq_length() == prefix_len + tree_len
     assert torch.isfinite(hybrid).all()
     assert torch.allclose(hybrid, eager, atol=1e-4, rtol=1e-4), (hybrid - eager).abs().max()
+
+
+CACHED_TREE_CASES = [  # dtype, kv_heads, group, head_dim, tree_len, capacity, prefix lengths per row, splits
+    (F32, 2, 3, 64, 7, 700, [300, 611], None),
+    (F32, 1, 4, 64, 9, 1200, [1000, 0], 3),
+    (BF16, 3, 3, 64, 11, 640, [517, 96], None),
+]
+
+
+@pytest.mark.parametrize("dtype,kv_heads,group,head_dim,tree_len,capacity,lengths,num_splits", CACHED_TREE_CASES)
+@pytest.mark.parametrize("kernel", [True, False], ids=["triton", "math"])
+def test_cached_tree_attention_reads_only_each_rows_prefix_and_tree(
+    request, monkeypatch, dtype, kv_heads, group, head_dim, tree_len, capacity, lengths, num_splits, kernel
+):
+    """The op captured rounds run: per-row prefix lengths from a device tensor, the tree's K/V right
+    after each prefix in a preallocated buffer, every other slot NaN for the kernel (reading one fails;
+    the math fallback multiplies masked slots by 0, so it gets large finite garbage there)."""
+    if kernel and not triton_can_run_on(DEVICE):
+        pytest.skip("Triton cannot run here")
+    if not kernel:
+        monkeypatch.setattr(tree_module, "TREE_BACKEND", "math")
+    if num_splits is not None:
+        import hf_longspec.kernels.prefix_splitkv as splitkv
+
+        plan = splitkv.plan_splits
+        monkeypatch.setattr(splitkv, "plan_splits", lambda *a, **k: plan(*a[:-1], num_splits))
+    gen = generator_for(request)
+    batch = len(lengths)
+    q = randn(gen, batch, tree_len, kv_heads * group, head_dim, dtype=dtype).transpose(1, 2)
+    stale = float("nan") if kernel else 1e4
+    keys = torch.full((batch, kv_heads, capacity, head_dim), stale, dtype=dtype)
+    values = torch.full((batch, kv_heads, capacity, head_dim), stale, dtype=dtype)
+    mask = random_tree_mask(tree_len, gen, batch)
+    ref = []
+    for row, length in enumerate(lengths):
+        k = randn(gen, 1, kv_heads, length + tree_len, head_dim, dtype=dtype)
+        v = randn(gen, 1, kv_heads, length + tree_len, head_dim, dtype=dtype)
+        keys[row, :, : length + tree_len], values[row, :, : length + tree_len] = k[0], v[0]
+        ref.append(reference_attention(q[row : row + 1], k, v, head_dim**-0.5,
+                                       prefix_and_tree_allowed(mask[row : row + 1], length)))
+    out = torch.ops.hf_longspec.cached_tree_attention(
+        q.to(DEVICE), keys.to(DEVICE), values.to(DEVICE), mask.to(DEVICE), torch.tensor(lengths, device=DEVICE),
+        head_dim**-0.5)
+    assert out.shape == (batch, tree_len, kv_heads * group, head_dim) and out.is_contiguous()
+    ref_out, ref_lse = torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
+    assert_close_attention(out.cpu().transpose(1, 2), None, ref_out, ref_lse, dtype)

@@ -7,8 +7,8 @@ kernel that returns its log-sum-exp, the tree through ``fused_mask_attn``, and t
 exactly by LSE (fused into the tree kernel on the Triton path).
 
 With a preallocated cache (``generation/tree_cache.py``) the tree's K/V sit inside a buffer of
-fixed capacity: the forward then also passes ``longspec_prefix_lengths`` (B,) and
-``longspec_tree_positions`` (B, T) as device tensors, and nothing here reads them on the host,
+fixed capacity, right after each row's prefix: the forward then also passes
+``longspec_prefix_lengths`` (B,) as a device tensor, and nothing here reads it on the host,
 so the whole verification forward can be captured once as a CUDA graph and replayed at every
 prefix length.
 
@@ -26,14 +26,15 @@ import torch
 
 import sys
 
+from hf_longspec.kernels import cached_tree_attn
+
 from .prefix import grouped_prefix_attention, grouped_prefix_attention_varlen
-from .tree import tree_attention
+from .tree import tree_attention, tree_uses_triton
 
 LONGSPEC_ATTENTION = "longspec_hybrid"
 LONGSPEC_ATTENTION_EAGER = "longspec_hybrid_eager"
 TREE_MASK_KWARG = "longspec_tree_mask"
 PREFIX_LENGTHS_KWARG = "longspec_prefix_lengths"
-TREE_POSITIONS_KWARG = "longspec_tree_positions"
 # attention implementation a bound target had -> the name that keeps it for non-tree calls
 HYBRID_NAME_FOR = {"eager": LONGSPEC_ATTENTION_EAGER}
 
@@ -74,20 +75,27 @@ def cached_tree_attention(
     value_buffer: torch.Tensor,
     tree_mask: torch.Tensor,
     prefix_lengths: torch.Tensor,
-    tree_positions: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
     """Hybrid tree attention over a preallocated cache; returns (B, T, Hq, D), contiguous.
 
     key_buffer/value_buffer: (B, Hkv, C, D) with the committed prefix in [0, prefix_lengths[b])
-    and the tree's own K/V already written at ``tree_positions`` (B, T). tree_mask: bool (B, T, T).
-    A ``torch.library`` custom op: ``torch.compile`` sees one opaque node (shapes from the fake below).
+    and the tree's own K/V already written right after it, in [prefix_lengths[b], + T).
+    tree_mask: bool (B, T, T). With the Triton tree backend (CUDA) one split-KV launch attends prefix and tree (the tree as
+    one more split, under its mask) and a second merges them by LSE; nothing is gathered or read
+    on the host. Elsewhere float32 math. A ``torch.library`` custom op: ``torch.compile`` sees one
+    opaque node (shapes from the fake below).
     """
     batch, num_q_heads, tree_len, head_dim = query.shape
-    prefix_out, prefix_lse = grouped_prefix_attention_varlen(query, key_buffer, value_buffer, prefix_lengths, scale)
-    index = tree_positions[:, None, :, None].expand(batch, key_buffer.shape[1], tree_len, head_dim)
-    tree_keys, tree_values = key_buffer.gather(2, index), value_buffer.gather(2, index)
+    # Written in (B, T, Hq, D) memory order: the layout the model's o_proj wants, without a copy.
     out = torch.empty(batch, tree_len, num_q_heads, head_dim, dtype=query.dtype, device=query.device)
+    if tree_uses_triton(query.device):
+        cached_tree_attn(query, key_buffer, value_buffer, tree_mask, prefix_lengths, scale, out=out.transpose(1, 2))
+        return out
+    prefix_out, prefix_lse = grouped_prefix_attention_varlen(query, key_buffer, value_buffer, prefix_lengths, scale)
+    positions = prefix_lengths[:, None] + torch.arange(tree_len, device=query.device)[None]
+    index = positions[:, None, :, None].expand(batch, key_buffer.shape[1], tree_len, head_dim)
+    tree_keys, tree_values = key_buffer.gather(2, index), value_buffer.gather(2, index)
     tree_attention(
         query, tree_keys, tree_values, tree_mask, scale,
         prefix_out=prefix_out, prefix_lse=prefix_lse, out=out.transpose(1, 2),
@@ -96,7 +104,7 @@ def cached_tree_attention(
 
 
 @cached_tree_attention.register_fake
-def _(query, key_buffer, value_buffer, tree_mask, prefix_lengths, tree_positions, scale):
+def _(query, key_buffer, value_buffer, tree_mask, prefix_lengths, scale):
     batch, num_q_heads, tree_len, head_dim = query.shape
     return query.new_empty(batch, tree_len, num_q_heads, head_dim)
 
@@ -130,7 +138,6 @@ def longspec_attention_forward(
     """
     tree_mask = kwargs.pop(TREE_MASK_KWARG, None)
     prefix_lengths = kwargs.pop(PREFIX_LENGTHS_KWARG, None)
-    tree_positions = kwargs.pop(TREE_POSITIONS_KWARG, None)
     if tree_mask is None:
         name = getattr(getattr(module, "config", None), "_attn_implementation", LONGSPEC_ATTENTION)
         fallback = _non_tree_attention(module, name)
@@ -143,7 +150,7 @@ def longspec_attention_forward(
     if scaling is None:
         scaling = getattr(module, "scaling", None) or query.shape[-1] ** -0.5
     if prefix_lengths is not None:
-        return cached_tree_attention(query, key, value, tree_mask, prefix_lengths, tree_positions, scaling), None
+        return cached_tree_attention(query, key, value, tree_mask, prefix_lengths, scaling), None
     return hybrid_tree_attention(query, key, value, tree_mask, scaling), None
 
 

@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from ..attention import PREFIX_LENGTHS_KWARG, TREE_MASK_KWARG, TREE_POSITIONS_KWARG
+from ..attention import PREFIX_LENGTHS_KWARG, TREE_MASK_KWARG
 from ..draft_state import DraftStepContext
 from ..target_support import cache_argument_name
 from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
@@ -122,7 +122,6 @@ class LongSpecDecoder:
                 "attention_mask": tree.ancestors[:, None],  # a 4D placeholder: transformers builds no mask
                 TREE_MASK_KWARG: tree.ancestors,
                 PREFIX_LENGTHS_KWARG: lengths,
-                TREE_POSITIONS_KWARG: self.cache.write_positions,
             }
         else:  # reference mode: the target's own eager/sdpa attention with a full 4D mask over the buffer
             slots = torch.arange(self.capacity, device=self.device)[None, None, :]
