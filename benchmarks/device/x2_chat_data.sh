@@ -9,13 +9,14 @@ set -u
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 PROMPTS=${PROMPTS:-1000}   # per GPU
 mkdir -p /tmp/chat "$OUT/chat"
-for gpu in 0 1; do
+GPUS=${GPUS:-0 1}          # GPUS=0 on the one-GPU kind
+for gpu in $GPUS; do
   CUDA_VISIBLE_DEVICES=$gpu timeout ${LIMIT:-540} python benchmarks/make_chat_data.py --out /tmp/chat/part$gpu.jsonl \
     --num-prompts "$PROMPTS" --document-tokens 2048 --max-new-tokens 256 --batch-size 16 --seed $gpu \
     --draft embedded > "$OUT/chat/part$gpu.log" 2>&1 &
 done
 wait
-cat /tmp/chat/part0.jsonl /tmp/chat/part1.jsonl > /tmp/chat/chat_train.jsonl 2>/dev/null
+cat /tmp/chat/part*.jsonl > /tmp/chat/chat_train.jsonl 2>/dev/null
 cp /tmp/chat/*.summary.json "$OUT/chat/" 2>/dev/null
 split -b 15M /tmp/chat/chat_train.jsonl "$OUT/chat/chat_train.jsonl.part-"
 wc -l /tmp/chat/chat_train.jsonl; tail -2 "$OUT"/chat/part*.log

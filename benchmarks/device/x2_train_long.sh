@@ -24,6 +24,7 @@ TOTAL_STEPS=${TOTAL_STEPS:-12000}      # whole run over all calls (~5000 DP step
 MAX_TOKENS=${MAX_TOKENS:-60000000}     # the same on every call: a resumed run must see the same data
 RESUME_DIR=${RESUME_DIR:-.carry/x2_resume}
 SEQ=${SEQ:-2048}; BATCH=${BATCH:-8}    # per rank (global 16); keep them when resuming
+NPROC=${NPROC:-2}                      # GPUs (NPROC=1 with BATCH=16 on the one-GPU kind: the same global batch)
 source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast
@@ -37,7 +38,7 @@ if ls "$RESUME_DIR"/ckpt.tar.part-* > /dev/null 2>&1; then
   echo "resuming from $(ls -d "$W"/checkpoint-*)"
 fi
 
-timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node 2 --master_port 29513 \
+timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node $NPROC --master_port 29513 \
   examples/train_draft.py --output "$W" --target embedded "${RESUME[@]}" \
   --max-steps "$TOTAL_STEPS" --max-seconds "$BUDGET" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup-steps 20 \
   --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 ${TRAIN_ARGS:-} 2>&1 \
