@@ -169,6 +169,39 @@ def test_decoders_are_reused_across_calls_and_can_be_released():
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=20, do_sample=False), reference)
 
 
+class _StopAfter(StoppingCriteria):
+    def __init__(self, length):
+        self.length = length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+
+def test_one_compiled_round_serves_every_cache_capacity_bucket(monkeypatch):
+    """Ten prompt-length buckets (cache capacities 1k-10k) with compiled rounds: dynamo traces the round
+    once, the capacity a dynamic size, and every bucket's output equals vanilla's. With the capacity
+    static, each bucket recompiled and from the ninth on dynamo's recompile limit left rounds eager.
+    (aot_eager: the CPU has no inductor build of this graph; on CUDA the default backend compiles.)"""
+    from torch._dynamo.utils import counters
+
+    compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: compile(fn, backend="aot_eager", **kwargs))
+    torch._dynamo.reset()
+    ids = _prompt()
+    reference = tiny_llama(initializer_range=0.3, max_positions=16384).generate(ids, max_new_tokens=12, do_sample=False)
+    target, draft = _steered(reference, (3, 3, 3), ranks=(0, 1, 2), max_positions=16384)
+    stop = StoppingCriteriaList([_StopAfter(ids.shape[1] + 12)])
+    graphs = []
+    for bucket in range(1, 11):  # max_length picks the capacity: bucket x 1024 rows
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=1024 * bucket - ids.shape[1] - 64,
+                              stopping_criteria=stop, do_sample=False, longspec_compile=True)
+        assert torch.equal(out, reference), bucket
+        assert draft.last_stats.compiled and draft.last_stats.non_chain_commits > 0
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[-1] == graphs[0] > 0, graphs  # nothing traced again after the first bucket
+    torch._dynamo.reset()
+
+
 def test_the_decoder_pool_keeps_few_idle_shapes_and_frees_memory_when_building_runs_out(monkeypatch):
     """Every tree shape (or cache bucket, batch size) gets its own decoder with a full target cache. A
     caller cycling through many shapes must not keep them all: at most IDLE_DECODERS_KEPT stay, the
