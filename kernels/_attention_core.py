@@ -63,6 +63,23 @@ def online_softmax_step(s, v, m_i, l_i, acc, DOT_IN_FP32: tl.constexpr):
 
 
 @triton.jit
+def attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
+                     stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc, qk_scale_log2,
+                     DOT_IN_FP32: tl.constexpr):
+    """Load the keys and values at ``cols`` and fold them into the running softmax state.
+
+    ``allowed``: (M, N) or (1, N) booleans, the keys each row may see (at least ``col_ok``).
+    """
+    k_t = tl.load(k_base + cols[None, :] * stride_kt + dims[:, None] * stride_kd,
+                  mask=dim_ok[:, None] & col_ok[None, :], other=0.0)
+    s = scores_log2(q, k_t, qk_scale_log2, DOT_IN_FP32)
+    s = tl.where(allowed, s, float("-inf"))
+    v = tl.load(v_base + cols[:, None] * stride_vt + dims[None, :] * stride_vd,
+                mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+    return online_softmax_step(s, v, m_i, l_i, acc, DOT_IN_FP32)
+
+
+@triton.jit
 def finish_rows(m_i, l_i, acc):
     """Normalise the running state: (out, lse in natural log). Rows that saw nothing: (0, -inf)."""
     seen = l_i > 0.0

@@ -13,7 +13,7 @@ lse tensors as 4-D (B, Hkv, g, T); any layout whose heads split into (Hkv, g) wo
 import triton
 import triton.language as tl
 
-from ._attention_core import finish_rows, online_softmax_step, packed_row_block, scores_log2
+from ._attention_core import attend_key_block, finish_rows, packed_row_block
 
 
 @triton.jit
@@ -67,15 +67,11 @@ def tree_attention_kernel(
     for start in range(0, tree_len, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         col_ok = cols < tree_len
-        k_t = tl.load(k_base + cols[None, :] * stride_kt + dims[:, None] * stride_kd,
-                      mask=dim_ok[:, None] & col_ok[None, :], other=0.0)
-        s = scores_log2(q, k_t, qk_scale_log2, DOT_IN_FP32)
         allowed = tl.load(mask_base + token[:, None] * stride_mq + cols[None, :] * stride_mk,
-                          mask=row_ok[:, None] & col_ok[None, :], other=0)
-        s = tl.where(allowed != 0, s, float("-inf"))
-        v = tl.load(v_base + cols[:, None] * stride_vt + dims[None, :] * stride_vd,
-                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-        m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc, DOT_IN_FP32)
+                          mask=row_ok[:, None] & col_ok[None, :], other=0) != 0
+        m_i, l_i, acc = attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
+                                         stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc,
+                                         qk_scale_log2, DOT_IN_FP32)
 
     out, lse = finish_rows(m_i, l_i, acc)
     o_ptrs = (OUT + b * stride_ob + kvh * stride_oh + head_in_group[:, None] * stride_og

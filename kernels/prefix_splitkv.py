@@ -89,6 +89,15 @@ def _check_seqlens(seqlens, batch: int, device) -> None:
                          f"{seqlens.dtype} on {seqlens.device}")
 
 
+def _outputs(q: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (B, Hq, T, D) output (given: checked; of q's dtype or float32) and the float32 (B, Hq, T) lse."""
+    if out is None:
+        out = new_output(tuple(q.shape), q.dtype, q.device)
+    elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
+        raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
+    return out, new_output(tuple(q.shape[:3]), torch.float32, q.device)
+
+
 def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None) -> None:
     """Launch the split kernel over ``k``'s first ``key_len`` slots (plus the tree split when ``mask``
     is given: T tree keys after each row's ``seqlens``), then merge the partials into out/lse."""
@@ -168,11 +177,7 @@ def prefix_attn_splitkv(
             f"prefix_attn_splitkv needs Triton on CUDA, or TRITON_INTERPRET=1 for CPU tensors (device {q.device})"
         )
     scale = head_dim**-0.5 if scale is None else float(scale)
-    if out is None:
-        out = new_output((batch, num_q_heads, query_len, head_dim), q.dtype, q.device)
-    elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
-        raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
-    lse = new_output((batch, num_q_heads, query_len), torch.float32, q.device)
+    out, lse = _outputs(q, out)
     _check_seqlens(seqlens, batch, q.device)
     if out.numel() == 0 or k.shape[2] == 0:
         out.zero_()
@@ -220,11 +225,7 @@ def cached_tree_attn(
     _check_seqlens(seqlens, batch, q.device)
     mask = _batched_mask(tree_mask, batch, tree_len, q.device)
     scale = head_dim**-0.5 if scale is None else float(scale)
-    if out is None:
-        out = new_output((batch, num_q_heads, tree_len, head_dim), q.dtype, q.device)
-    elif out.shape != q.shape or out.dtype not in (q.dtype, torch.float32):
-        raise ValueError(f"out must be {tuple(q.shape)} of {q.dtype} or float32; got {tuple(out.shape)} of {out.dtype}")
-    lse = new_output((batch, num_q_heads, tree_len), torch.float32, q.device)
+    out, lse = _outputs(q, out)
     if out.numel() == 0:
         lse.fill_(float("-inf"))
         return out, lse
