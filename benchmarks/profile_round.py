@@ -100,8 +100,9 @@ def graph_phase_ms(decoder, length: int, repeats: int, device) -> dict:
 
 
 def variants(decoder, length: int, device, repeats: int = 20) -> dict:
-    """Choices measured side by side: the split-KV row tile cap (verification forward replayed with each;
-    a cap of 128 still drops to 64 for launches of few programs, see prefix_splitkv)."""
+    """Choices measured side by side, each by replaying the verification forward: the split-KV row tile
+    cap (a cap of 128 still drops to 64 for launches of few programs, see prefix_splitkv), and the split
+    kernel's (BLOCK_N, num_warps, num_stages)."""
     import hf_longspec.kernels.prefix_splitkv as splitkv
 
     result = {}
@@ -115,6 +116,17 @@ def variants(decoder, length: int, device, repeats: int = 20) -> dict:
             replay = capture(lambda: decoder._verify(), device)
             result[f"verify_graph_ms_row_tile_{tile}"] = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
         splitkv._MAX_ROW_TILE = kept
+        # the split kernel's key block, warps and pipeline stages (None: the default choice)
+        for launch in (None, (128, 8, 2), (64, 4, 3), (64, 8, 4), (32, 4, 4)):
+            splitkv.SPLIT_LAUNCH = launch
+            decoder.cache.lengths.fill_(length)
+            try:
+                replay = capture(lambda: decoder._verify(), device)
+                ms = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
+            except Exception as error:  # noqa: BLE001 - a config that does not fit shared memory
+                ms = f"failed: {type(error).__name__}"
+            result["verify_graph_ms_launch_" + ("default" if launch is None else "-".join(map(str, launch)))] = ms
+        splitkv.SPLIT_LAUNCH = None
     return result
 
 

@@ -139,3 +139,19 @@ def test_scale_study_quick(tmp_path, monkeypatch, capsys):
     assert "vanilla_static_step_ms" not in result["rows"][0] and result["rows"][1]["vanilla_static_step_ms"] > 0
     assert result["rows"][0]["draft_state_bytes"] == result["rows"][1]["draft_state_bytes"]  # constant in context
     assert "| context | batch | round (graph) |" in capsys.readouterr().out
+
+
+def test_profile_round_quick_llama_shape(tmp_path, monkeypatch):
+    """The round profiler's CPU smoke run (a tiny Llama for the 8B shape): each phase timed alone and
+    profiled, so the script the GPU sessions rely on cannot rot unseen."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("profile_round", REPO / "benchmarks" / "profile_round.py")
+    profiler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profiler)
+    profiler.main(["--quick", "--shape", "llama8b", "--length", "120", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "profile_llama8b_120.json").read_text())
+    assert result["tree_widths"] == [4, 16, 16, 16, 16]
+    assert all(result["graph"][f"{phase}_graph_ms"] > 0 for phase in ("draft", "verify", "round"))
+    assert set(result["phases"]) == {"draft", "verify", "accept_commit"}
+    assert all(phase["top_kernels"] for phase in result["phases"].values())
