@@ -36,9 +36,6 @@ _MAX_ROW_TILE = 128
 # with 64-row tiles against 2.35 ms with 128, while the Llama-3.1-8B shape (8 KV heads, 276 rows)
 # took 15.66 ms against 13.26 (benchmarks/profile_round.py, "variants").
 _SMALL_LAUNCH_PROGRAMS = 16
-# (BLOCK_N, num_warps, num_stages) of the split kernel; None: launch_config's choice. A knob for
-# benchmarks/profile_round.py, which times a few against each other on the GPU.
-SPLIT_LAUNCH: tuple[int, int, int] | None = None
 # Programs per SM to aim for: more than one keeps loads in flight while another program computes.
 _PROGRAMS_PER_SM = 2
 # A split shorter than this spends more on its partial write and the merge than it saves.
@@ -77,7 +74,7 @@ def plan_splits(
     block_m = block_m_for(packed_rows, _MAX_ROW_TILE // 2 if wide else _MAX_ROW_TILE)
     if block_m > 64 and batch * num_kv_heads * cdiv(packed_rows, block_m) < _SMALL_LAUNCH_PROGRAMS:
         block_m = 64
-    block_n, _, _ = SPLIT_LAUNCH or launch_config(dtype, block_d, block_m)
+    block_n, _, _ = launch_config(dtype, block_d, block_m)
     row_blocks = cdiv(packed_rows, block_m)
     if num_splits is None:
         num_splits = choose_num_splits(key_len, row_blocks * batch * num_kv_heads,
@@ -114,7 +111,7 @@ def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None)
     block_d = block_d_for(head_dim)
     plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits)
     block_m, block_n, row_blocks, num_splits, keys_per_split = plan
-    _, num_warps, num_stages = SPLIT_LAUNCH or launch_config(q.dtype, block_d, block_m)
+    _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
     launched = num_splits + (1 if mask is not None else 0)
 
     q5, o5, l4 = (grouped_view(t, num_kv_heads) for t in (q, out, lse))
