@@ -72,16 +72,13 @@ class LongSpecDecoder:
         self._graph = None
         self._greedy_drafter = TreeDrafter(draft, layout, self.tree)
         # torch.compile fuses the many small kernels of a decoder layer (norms, RoPE, activations);
-        # the hybrid attention is an opaque custom op inside. The first (warm-up) round of the first
-        # decoder pays for it, then graphs replay the compiled kernels. The cache capacity is traced
-        # as a dynamic size, so decoders of every capacity bucket share one compiled round: with it
-        # static, each new prompt-length bucket recompiled (35-45 s on the H200), and from the ninth
-        # shape on dynamo's recompile limit left rounds uncompiled, silently.
+        # the hybrid attention is an opaque custom op inside. The first (warm-up) round pays for it,
+        # then graphs replay the compiled kernels. Dynamo's automatic dynamic shapes (dynamic=None):
+        # the first shape compiles static; a second decoder of another size (a new prompt-length
+        # bucket, batch, tree) compiles once more with the sizes that changed made dynamic, and every
+        # later one reuses that. Compiled static (dynamic=False), each new bucket recompiled (35-45 s
+        # on the H200), and from the ninth shape on dynamo's recompile limit left rounds uncompiled.
         self.compiled = compile
-        if compile:
-            for layer in self.cache.layers:
-                torch._dynamo.maybe_mark_dynamic(layer.keys, 2)
-                torch._dynamo.maybe_mark_dynamic(layer.values, 2)
         self._verify = torch.compile(self._verify_forward) if compile else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
