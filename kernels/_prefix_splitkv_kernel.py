@@ -6,8 +6,9 @@ mask, and writes a float32 partial (normalised out, lse). With a single split it
 final output directly. With ``HAS_SEQLENS`` the number of valid keys of each batch row is read
 from a device tensor, so a preallocated cache of fixed capacity can be read by one launch
 shape whatever its fill (what CUDA-graph replay needs). With a tree (``tree_split`` < the
-grid's split count) one more split, the last, attends the T tree tokens, which sit right after each row's prefix in the same buffer,
-under the ancestor-or-self mask: prefix and tree are one launch, merged by the combine below.
+grid's split count) one more split, the last, attends the T tree tokens, which sit right after
+each row's prefix in the same buffer, under the ancestor-or-self mask: prefix and tree are one
+launch, merged by the combine below.
 
 ``combine_splits_kernel``: merges the partials of each packed row exactly by log-sum-exp. One
 program per (row, batch x KV head) loads BLOCK_S partials at once: a serial loop over the splits
@@ -56,7 +57,8 @@ def split_attention_kernel(
     if split == tree_split:  # never true without a tree: the host passes the grid's split count
         # The tree split: keys [key_len, key_len + T) are the tree tokens (written there by this very
         # forward), each query row sees its ancestors and itself.
-        tree_start = tl.cast(key_len, tl.int64)  # a cast, not .to(): Triton passes an int argument of 1 as a constant
+        # tl.cast, not .to(): Triton passes an int argument equal to 1 as a constant (a Python int)
+        tree_start = tl.cast(key_len, tl.int64)
         k_base = K + b * stride_kb + kvh * stride_kh + tree_start * stride_kt
         v_base = V + b * stride_vb + kvh * stride_vh + tree_start * stride_vt
         mask_base = MASK + b * stride_mb

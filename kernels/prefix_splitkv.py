@@ -7,8 +7,9 @@ head, so a kernel that gives each (batch, KV head) one program launches B*Hkv = 
 each chunk writes a float32 partial (out, lse) and a second tiny kernel merges the partials
 exactly by log-sum-exp. For tree verification over a preallocated cache the tree's K/V sit right
 after each row's prefix, so one more "split" attends them under the tree mask: prefix, tree and
-their LSE merge are two launches per layer, with no gather of the tree's K/V. The GQA group is folded into the query rows, so each KV head is read
-from memory once per row block, never copied by ``repeat_kv``.
+their LSE merge are two launches per layer, with no gather of the tree's K/V. The GQA group is
+folded into the query rows, so each KV head is read from memory once per row block, never copied
+by ``repeat_kv``.
 """
 
 from __future__ import annotations

@@ -81,16 +81,17 @@ def cached_tree_attention(
 
     key_buffer/value_buffer: (B, Hkv, C, D) with the committed prefix in [0, prefix_lengths[b])
     and the tree's own K/V already written right after it, in [prefix_lengths[b], + T).
-    tree_mask: bool (B, T, T). With the Triton tree backend (CUDA) one split-KV launch attends prefix and tree (the tree as
-    one more split, under its mask) and a second merges them by LSE; nothing is gathered or read
-    on the host. Elsewhere float32 math. A ``torch.library`` custom op: ``torch.compile`` sees one
-    opaque node (shapes from the fake below).
+    tree_mask: bool (B, T, T). With the Triton tree backend (CUDA) one split-KV launch attends
+    prefix and tree (the tree as one more split, under its mask) and a second merges them by LSE;
+    nothing is gathered or read on the host. Elsewhere float32 math. A ``torch.library`` custom op:
+    ``torch.compile`` sees one opaque node (shapes from the fake below).
     """
     batch, num_q_heads, tree_len, head_dim = query.shape
     # Written in (B, T, Hq, D) memory order: the layout the model's o_proj wants, without a copy.
     out = torch.empty(batch, tree_len, num_q_heads, head_dim, dtype=query.dtype, device=query.device)
     if tree_uses_triton(query.device):
-        cached_tree_attn(query, key_buffer, value_buffer, tree_mask, prefix_lengths, scale, out=out.transpose(1, 2))
+        cached_tree_attn(query, key_buffer, value_buffer, tree_mask, prefix_lengths, scale,
+                         out=out.transpose(1, 2))
         return out
     prefix_out, prefix_lse = grouped_prefix_attention_varlen(query, key_buffer, value_buffer, prefix_lengths, scale)
     positions = prefix_lengths[:, None] + torch.arange(tree_len, device=query.device)[None]
