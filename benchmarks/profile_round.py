@@ -12,9 +12,10 @@ skipped and the target's GEMM shapes are timed alone at 1 and N rows against the
 
 On the embedded SmolLM2 (bf16 on CUDA) and its shipped draft, with one eval-split code prompt:
 - LongSpec: one generate() call builds and warms the decoder (compiled, as generate runs it); then
-  ``--rounds`` rounds are run phase by phase (draft tree, verification forward, accept, commit),
-  each phase in a ``record_function`` range, without graph replay so that every kernel launch is
-  visible (the kernels are the ones the captured graph replays; the launch gaps are not).
+  each phase (draft tree, verification forward, accept + commit) is profiled alone for ``--rounds``
+  repetitions, without graph replay so that every kernel launch is visible (the kernels are the
+  ones the captured graph replays; the launch gaps are not). The replay times come from
+  ``scale_study.phase_replay_ms``, the decoder of the 8B shape from ``scale_study.filled_decoder``.
 - vanilla: ``generate(cache_implementation="static")`` of 33 tokens under the same profiler.
 Writes ``profile_round.json`` (per phase: GPU ms per round; top kernels by GPU time) and
 ``profile_round.md`` (the same as tables).
@@ -36,9 +37,9 @@ from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 from hf_longspec.generation.acceptance import greedy_accept
 
-PHASES = ("draft", "verify", "accept", "commit")
+PHASES = ("draft", "verify", "accept_commit")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_study import LLAMA_8B, TINY, capture, cuda_time  # noqa: E402  (a sibling benchmark script)
+from scale_study import LLAMA_8B, TINY, capture, cuda_time, filled_decoder, phase_replay_ms, random_target  # noqa: E402,E501
 
 
 def device_time_us(event, cuda: bool) -> float:
@@ -68,35 +69,16 @@ def phase_times(prof, rounds: int) -> dict:
     return totals
 
 
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
 def kernel_count(prof, cuda: bool) -> float:
     """Device kernels launched inside the profile (CPU ops on a CPU-only run)."""
     if not cuda:
         return 0.0
     return float(sum(e.count for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA))
-
-
-def graph_phase_ms(decoder, length: int, repeats: int, device) -> dict:
-    """Replay time (median ms) of the draft phase, the verification forward and a whole round, each
-    captured alone as a CUDA graph (on the CPU: eager wall time), at a fixed prefix length."""
-    def draft():
-        decoder._draft_greedy()
-
-    def verify():
-        decoder._verify()
-
-    def whole():
-        decoder.cache.lengths.fill_(length)
-        decoder.round()
-
-    times = {}
-    with torch.no_grad():
-        for name, fn in (("draft", draft), ("verify", verify), ("round", whole)):
-            decoder.cache.lengths.fill_(length)
-            replay = capture(fn, device)
-            times[f"{name}_graph_ms"] = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
-            torch.cuda.synchronize() if device.type == "cuda" else None
-    decoder.cache.lengths.fill_(length)
-    return times
 
 
 def variants(decoder, length: int, device, repeats: int = 20) -> dict:
@@ -154,29 +136,17 @@ def gemm_table(config, rows: int, device, repeats: int = 20) -> list[dict]:
 
 
 def build_llama8b(length: int, device):
-    """A random bf16 Llama-3.1-8B-shape target, a random draft, and a decoder whose cache holds random
-    K/V up to ``length`` (only cost matters)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
+    """A random bf16 Llama-3.1-8B-shape target (a tiny Llama on the CPU) with a random draft, and a
+    decoder whose cache holds random K/V up to ``length`` (only cost matters)."""
     from hf_longspec import LongSpecDraftModel
-    from hf_longspec.attention import use_hybrid_attention
-    from hf_longspec.generation import LongSpecDecoder, TreeLayout
-    from hf_longspec.generation.decoder import bucketed_capacity
+    from hf_longspec.generation import TreeLayout
 
-    torch.manual_seed(0)
-    shape = LLAMA_8B if device.type == "cuda" else TINY  # a CPU smoke run uses a tiny Llama
-    with torch.device(device):
-        target = LlamaForCausalLM(LlamaConfig(**shape)).to(torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
+    cuda = device.type == "cuda"
+    shape = LLAMA_8B if cuda else TINY
+    target = random_target(shape, device, torch.bfloat16 if cuda else torch.float32)
     draft = LongSpecDraftModel.from_target(target).eval()
-    use_hybrid_attention(target)
     layout = TreeLayout.plan(draft.config.tree_widths, draft.config.tree_max_nodes, shape["vocab_size"])
-    decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout))
-    with torch.no_grad():
-        decoder.cache.storage.normal_(0, 0.5)
-        decoder.cache.lengths.fill_(length)
-        draft.start(torch.randint(0, shape["vocab_size"], (1, length), device=device), ring=decoder.context.ring)
-        decoder.root_tokens.fill_(1)
-    return decoder
+    return filled_decoder(target, draft, layout, length, device)
 
 
 def profile_phases(decoder, length: int, rounds: int, top: int, device) -> dict:
@@ -191,7 +161,7 @@ def profile_phases(decoder, length: int, rounds: int, top: int, device) -> dict:
     def verify():
         state["logits"] = decoder._verify()
 
-    def accept_commit():
+    def accept_commit():  # on the last verification's logits, the context reset after every commit
         paths = greedy_accept(decoder.layout, decoder.tree, state["logits"])
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         decoder._commit(paths.path_nodes, paths.accepted, roots)
@@ -199,11 +169,11 @@ def profile_phases(decoder, length: int, rounds: int, top: int, device) -> dict:
 
     phases = {}
     with torch.no_grad():
+        decoder.cache.lengths.fill_(length)
+        verify()  # logits for accept_commit, outside every profile
         for name, fn in (("draft", draft), ("verify", verify), ("accept_commit", accept_commit)):
             with profile(activities=activities) as prof:
                 for _ in range(rounds):
-                    if name == "accept_commit":
-                        verify()
                     with record_function(name):
                         fn()
                 if cuda:
@@ -218,7 +188,7 @@ def main_llama8b(args, device) -> dict:
     decoder = build_llama8b(args.length or 32768, device)
     length = int(decoder.cache.lengths[0])
     result = {"shape": "llama8b", "length": length, "tree_widths": list(decoder.layout.widths),
-              "graph": graph_phase_ms(decoder, length, 20, device),
+              "graph": phase_replay_ms(decoder, length, 20, device),
               "variants": variants(decoder, length, device),
               "phases": profile_phases(decoder, length, 5, args.top, device)}
     if device.type == "cuda":
@@ -253,38 +223,24 @@ def main(argv=None):
     ids = torch.tensor([workload.input_ids], device=device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
 
-    # LongSpec: generate() builds, compiles and warms the pooled decoder; then rounds phase by phase
+    # LongSpec: generate() builds, compiles and warms the pooled decoder; then each phase alone
     target.generate(ids, assistant_model=draft, max_new_tokens=rounds * 6 + 8, do_sample=False)
     tau = draft.last_stats.tau
     (decoder,) = [d for pool in draft.__dict__["_longspec_decoders"].values() for d in pool]
-    with torch.no_grad():
-        decoder.cache.lengths.fill_(length)  # the prompt's KV is still in place from the call above
-        with profile(activities=activities) as prof:
-            for _ in range(rounds):
-                with record_function("draft"):
-                    decoder._draft_greedy()
-                with record_function("verify"):
-                    logits = decoder._verify()
-                with record_function("accept"):
-                    paths = greedy_accept(decoder.layout, decoder.tree, logits)
-                    roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
-                with record_function("commit"):
-                    decoder._commit(paths.path_nodes, paths.accepted, roots)
-            if device == "cuda":
-                torch.cuda.synchronize()
-    longspec = {"phases": phase_times(prof, rounds), "top_kernels": top_kernels(prof, args.top, rounds, device == "cuda"),
-                "kernels_per_round": kernel_count(prof, device == "cuda") / rounds,
-                "per_phase": profile_phases(decoder, length, rounds, args.top, torch.device(device)),
-                "graph": graph_phase_ms(decoder, length, 20, torch.device(device)),
-                "variants": variants(decoder, length, torch.device(device)),
+    cuda = torch.device(device)
+    per_phase = profile_phases(decoder, length, rounds, args.top, cuda)  # the prompt's KV is still in place
+    longspec = {"per_phase": per_phase,
+                "kernels_per_round": sum(phase["kernels_per_round"] for phase in per_phase.values()),
+                "graph": phase_replay_ms(decoder, length, 20, cuda),
+                "variants": variants(decoder, length, cuda),
                 "tau_of_the_warm_up_call": tau, "tree_widths": list(decoder.layout.widths)}
     # the whole generate() call: (129-token call - 1-token call) per round, beside the round's replay
     walls = {}
     for new in (1, 129):
-        torch.cuda.synchronize() if device == "cuda" else None
+        sync(device)
         begin = time.perf_counter()
         target.generate(ids, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, do_sample=False)
-        torch.cuda.synchronize() if device == "cuda" else None
+        sync(device)
         walls[new] = time.perf_counter() - begin
     longspec["generate_rounds"] = draft.last_stats.rounds
     longspec["generate_tau"] = draft.last_stats.tau
@@ -304,10 +260,10 @@ def main(argv=None):
                "kernels_per_step": kernel_count(prof, device == "cuda") / 32}
     walls = {}
     for new in (1, 33):
-        torch.cuda.synchronize() if device == "cuda" else None
+        sync(device)
         begin = time.perf_counter()
         target.generate(ids, **{**options, "max_new_tokens": new, "min_new_tokens": new})
-        torch.cuda.synchronize() if device == "cuda" else None
+        sync(device)
         walls[new] = time.perf_counter() - begin
     vanilla["step_ms"] = 1000 * (walls[33] - walls[1]) / 32
 
@@ -318,15 +274,14 @@ def main(argv=None):
     (out / "profile_round.json").write_text(json.dumps(result, indent=1, default=str))
     graph = longspec["graph"]
     lines = [f"LongSpec round at {length} tokens ({device}), tree {longspec['tree_widths']}: graph replay draft "
-             f"{graph['draft_graph_ms']:.3f} ms, verify {graph['verify_graph_ms']:.3f} ms, round {graph['round_graph_ms']:.3f} ms; "
-             f"generate() {longspec['generate_ms_per_round']:.3f} ms per round; vanilla static step {vanilla['step_ms']:.3f} ms; "
-             f"kernels per round {longspec['kernels_per_round']:.0f}, per vanilla step {vanilla['kernels_per_step']:.0f}", "",
-             "| phase | GPU ms | CPU ms |", "|---|---|---|"]
-    for phase in PHASES:
-        t = longspec["phases"].get(phase, {})
-        lines.append(f"| {phase} | {t.get('device_ms_per_round', 0):.3f} | {t.get('cpu_ms_per_round', 0):.3f} |")
-    for title, table, unit in (("LongSpec kernels", longspec["top_kernels"], "round"),
-                               ("vanilla static kernels", vanilla["top_kernels"], "step")):
+             f"{graph['draft_ms']:.3f} ms, verify {graph['verify_forward_ms']:.3f} ms, round {graph['round_ms']:.3f} ms; "
+             f"generate() {longspec['generate_ms_per_round']:.3f} ms per round; vanilla static step "
+             f"{vanilla['step_ms']:.3f} ms; kernels per round {longspec['kernels_per_round']:.0f}, per vanilla step "
+             f"{vanilla['kernels_per_step']:.0f}", "", "| phase | GPU ms (eager, profiled) | kernels |", "|---|---|---|"]
+    for phase, t in longspec["per_phase"].items():
+        lines.append(f"| {phase} | {t.get('device_ms_per_round', 0):.3f} | {t['kernels_per_round']:.0f} |")
+    tables = [(f"LongSpec {phase} kernels", t["top_kernels"], "round") for phase, t in longspec["per_phase"].items()]
+    for title, table, unit in tables + [("vanilla static kernels", vanilla["top_kernels"], "step")]:
         lines += ["", f"{title} (per {unit}):", "", f"| kernel | calls per {unit} | ms per {unit} |", "|---|---|---|"]
         lines += [f"| `{k['name']}` | {k['calls_per_unit']:.1f} | {k['ms_per_unit']:.4f} |" for k in table]
     (out / "profile_round.md").write_text("\n".join(lines) + "\n")

@@ -75,8 +75,19 @@ def capture(fn, device):
     return graph.replay
 
 
-def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False,
-                batch: int = 1) -> dict:
+def random_target(shape: dict, device, dtype):
+    """A random Llama of ``shape`` (only cost matters), that never stops at an eos."""
+    torch.manual_seed(0)
+    with torch.device(device):
+        target = LlamaForCausalLM(LlamaConfig(**shape)).to(dtype).eval()
+    target.generation_config.eos_token_id = None
+    target.generation_config.pad_token_id = 0
+    return target
+
+
+def filled_decoder(target, draft, layout, length: int, device, batch: int = 1, compile: bool = False):
+    """The decoder generate() would build, its target cache filled with random K/V up to ``length`` and
+    the draft's ring started on random tokens: a round can run without any prefill."""
     use_hybrid_attention(target)  # the vanilla runs switched it back to plain sdpa
     decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), batch_size=batch,
                               compile=compile)
@@ -86,17 +97,29 @@ def round_costs(target, draft, layout, length: int, repeats: int, device, compil
         ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
         draft.start(ids, ring=decoder.context.ring)
         decoder.root_tokens.fill_(1)
-    results = {}
-    for name, fn in (("draft", decoder._draft_greedy), ("verify_forward", decoder._verify)):
-        replay = capture(torch.no_grad()(fn), device)
-        results[f"{name}_ms"] = 1000 * statistics.median(cuda_time(replay, repeats, device))
+    return decoder
 
+
+def phase_replay_ms(decoder, length: int, repeats: int, device) -> dict:
+    """Median time of the draft phase, the verification forward and a whole round, each captured alone as
+    a CUDA graph and replayed (eager wall time on the CPU), every repetition at the same context."""
     def whole_round():
-        decoder.cache.lengths.fill_(length)  # every repetition sees the same context
+        decoder.cache.lengths.fill_(length)
         decoder.round()
 
-    replay = capture(torch.no_grad()(whole_round), device)
-    results["round_ms"] = 1000 * statistics.median(cuda_time(replay, repeats, device))
+    results = {}
+    for name, fn in (("draft", decoder._draft_greedy), ("verify_forward", decoder._verify), ("round", whole_round)):
+        decoder.cache.lengths.fill_(length)
+        replay = capture(torch.no_grad()(fn), device)
+        results[f"{name}_ms"] = 1000 * statistics.median(cuda_time(replay, repeats, device))
+    decoder.cache.lengths.fill_(length)
+    return results
+
+
+def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False,
+                batch: int = 1) -> dict:
+    decoder = filled_decoder(target, draft, layout, length, device, batch, compile)
+    results = phase_replay_ms(decoder, length, repeats, device)
     results["draft_plus_verify_ms"] = results["draft_ms"] + results["verify_forward_ms"]
     results["accept_commit_rest_ms"] = results["round_ms"] - results["draft_plus_verify_ms"]
     results["target_cache_bytes"] = decoder.cache.nbytes
@@ -163,12 +186,8 @@ def main(argv=None):
     contexts = args.contexts or ([256, 512] if args.quick else [8192, 32768, 131072 - 512])
     vanilla_contexts = args.vanilla_contexts if args.vanilla_contexts is not None else contexts
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
-    torch.manual_seed(0)
-    config = LlamaConfig(**shape)
-    with torch.device(device):
-        target = LlamaForCausalLM(config).to(dtype).eval()
-    target.generation_config.eos_token_id = None
-    target.generation_config.pad_token_id = 0
+    target = random_target(shape, device, dtype)
+    config = target.config
     draft = LongSpecDraftModel.from_target(target).eval()
     layout = TreeLayout.plan(draft.config.tree_widths, draft.config.tree_max_nodes, config.vocab_size)
     bandwidth = copy_bandwidth(device)["bytes_per_s"]
