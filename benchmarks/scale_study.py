@@ -6,7 +6,8 @@
 
 Per context length L, on one GPU:
 - LongSpec round: ``LongSpecDecoder`` (the object generate() uses) with the tree generate() drafts for
-  the batch (the default 4-16-16-16-16, cut to 512 // B nodes from batch 8 on: ``tree_batch_nodes``),
+  the batch and context (the default 4-16-16-16-16, or the largest ladder tree within the node budget
+  of generation/tree_budget.py: ``tree_batch_nodes // B``, and fewer nodes as the context grows),
   its target cache filled with random K/V up to L (no prefill needed to time a round), replayed as
   ONE CUDA graph: draft tree -> verification forward (hybrid tree attention) -> greedy accept ->
   commit. The draft phase and the verification forward are also captured and timed alone, so
@@ -37,7 +38,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.probes import copy_bandwidth
 from hf_longspec.generation import LongSpecDecoder, TreeLayout
 from hf_longspec.generation.decoder import bucketed_capacity
-from hf_longspec.generation.loop import default_max_nodes
+from hf_longspec.generation.tree_budget import node_budget, tree_within
 
 LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rope_theta=500000.0)
@@ -180,6 +181,8 @@ def main(argv=None):
                         help="rows per round / step (the batch issue: 1 4 8 16 at 32k)")
     parser.add_argument("--compile-contexts", type=int, nargs="*", default=[],
                         help="contexts at which the round is also timed with torch.compile (compile costs minutes)")
+    parser.add_argument("--trees", nargs="*", default=[],
+                        help="more tree shapes to time at batch 1, widths joined by '-' (4-16-12 2-4-4-3-3)")
     args = parser.parse_args(argv)
     device = torch.device("cpu" if args.quick or not torch.cuda.is_available() else "cuda")
     shape = TINY if args.quick else LLAMA_8B
@@ -194,8 +197,8 @@ def main(argv=None):
     rows = []
     for length in contexts:
         for batch in args.batch_sizes:
-            # the tree generate() drafts for this batch (the per-batch node cap, tree_batch_nodes)
-            layout = TreeLayout.plan(draft.config.tree_widths, default_max_nodes(draft.config, batch), config.vocab_size)
+            # the tree generate() drafts for this batch and context (generation/tree_budget.py)
+            layout = tree_within(draft.config, node_budget(draft.config, target, batch, length), config.vocab_size)
             row = {"context": length, "batch": batch, "tree_widths": list(layout.widths),
                    **round_costs(target, draft, layout, length, args.repeats, device, batch=batch),
                    **floors(config, draft, layout, length, bandwidth, batch=batch)}
@@ -215,6 +218,15 @@ def main(argv=None):
             rows.append(row)
             print(json.dumps(row), flush=True)
             table = write_results(Path(args.out), device, shape, layout, bandwidth, rows)  # a cut-off run keeps its rows
+        for spec in args.trees:  # the same context, other trees: what a node costs as the context grows
+            other = TreeLayout.plan([int(w) for w in spec.split("-")], None, config.vocab_size)
+            row = {"context": length, "batch": 1, "tree_widths": list(other.widths),
+                   **round_costs(target, draft, other, length, args.repeats, device),
+                   **floors(config, draft, other, length, bandwidth)}
+            row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            table = write_results(Path(args.out), device, shape, layout, bandwidth, rows)
     print(table)
 
 
@@ -223,15 +235,15 @@ def write_results(out: Path, device, shape: dict, layout, bandwidth: float, rows
               "copy_bandwidth_bytes_per_s": bandwidth, "rows": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale_study.json").write_text(json.dumps(result, indent=1, default=str))
-    header = ("| context | batch | round (graph) | draft | verify fwd | accept+commit | vanilla static step | round / step "
+    header = ("| context | batch | tree | round (graph) | draft | verify fwd | accept+commit | vanilla static step | round / step "
               "| round floor | round / floor | vanilla floor | draft share of floor |")
-    lines = [header, "|" + "---|" * 12]
+    lines = [header, "|" + "---|" * 13]
     for r in rows:
         step = r.get("vanilla_static_step_ms")
         step_text = f"{step:.2f} ms" if step else ("out of memory" if "vanilla_error" in r else "-")
         ratio_text = f"{r['round_over_vanilla_step']:.2f}x" if step else "-"
         lines.append(
-            f"| {r['context']} | {r['batch']} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | {r['verify_forward_ms']:.2f} | "
+            f"| {r['context']} | {r['batch']} | {'-'.join(map(str, r['tree_widths']))} | {r['round_ms']:.2f} ms | {r['draft_ms']:.2f} | {r['verify_forward_ms']:.2f} | "
             f"{r['accept_commit_rest_ms']:.2f} | {step_text} | {ratio_text} | {r['round_floor_ms']:.2f} ms | "
             f"{r['round_over_own_floor']:.2f}x | {r['vanilla_floor_ms']:.2f} ms | {r['draft_share_of_round_floor']:.0%} |")
     table = "\n".join(lines)

@@ -130,15 +130,18 @@ def test_scale_study_quick(tmp_path, monkeypatch, capsys):
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
     study.main(["--quick", "--contexts", "64", "160", "--vanilla-contexts", "160", "--repeats", "1",
-                "--out", str(tmp_path / "scale")])
+                "--trees", "2-2", "--out", str(tmp_path / "scale")])
     result = json.loads((tmp_path / "scale" / "scale_study.json").read_text())
-    assert [row["context"] for row in result["rows"]] == [64, 160] and result["tree"] == [4, 16, 16, 16, 16]
+    assert [(row["context"], row["tree_widths"]) for row in result["rows"]] == [
+        (64, [4, 16, 16, 16, 16]), (64, [2, 2]), (160, [4, 16, 16, 16, 16]), (160, [2, 2])]
+    assert result["tree"] == [4, 16, 16, 16, 16]
+    result["rows"] = [row for row in result["rows"] if row["tree_widths"] == result["tree"]]
     for row in result["rows"]:
         assert row["round_ms"] > 0 and row["draft_ms"] > 0 and row["verify_forward_ms"] > 0
         assert row["round_floor_ms"] > row["vanilla_floor_ms"] > 0
     assert "vanilla_static_step_ms" not in result["rows"][0] and result["rows"][1]["vanilla_static_step_ms"] > 0
     assert result["rows"][0]["draft_state_bytes"] == result["rows"][1]["draft_state_bytes"]  # constant in context
-    assert "| context | batch | round (graph) |" in capsys.readouterr().out
+    assert "| context | batch | tree | round (graph) |" in capsys.readouterr().out
 
 
 def test_profile_round_quick_llama_shape(tmp_path, monkeypatch):

@@ -244,6 +244,8 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     assert "no such folder" in err
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "t"), "--target", missing])
     assert f"--target {missing}: no such folder" in err and "local model folder" in err
+    err = _cli_error(capsys, ["train", "--output", str(tmp_path / "t"), "--init-draft", missing])
+    assert f"--init-draft {missing}: no such folder" in err and "'embedded'" in err
     assert not (tmp_path / "t").exists()
 
 

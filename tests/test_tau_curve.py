@@ -50,3 +50,23 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     assert "| 96 | chat | 1 |" in (tmp_path / "tau_curve.md").read_text()
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "tau_curve.png").stat().st_size > 0
+
+
+def test_a_kind_without_enough_local_text_is_skipped_and_recorded(tau_curve, embedded, monkeypatch):
+    """On a machine with too little eval text of one kind, the other kinds still get their prompts and
+    the reason is kept (a GPU session lost two whole evaluations to one missing kind)."""
+    _, tokenizer = embedded
+    real = tau_curve.build_workloads
+
+    def scarce(tokenizer, lengths, kinds, prompts, seed=0):
+        if kinds == ["prose"]:
+            raise ValueError("Only 12 tokens of local prose text found; asked for 96")
+        return real(tokenizer, lengths, kinds, prompts, seed=seed)
+
+    monkeypatch.setattr(tau_curve, "build_workloads", scarce)
+    skipped = {}
+    prompts = tau_curve.build_prompts(tokenizer, [96], ["code", "prose", "chat"], 1, skipped=skipped)
+    assert [p["kind"] for p in prompts] == ["code", "chat"]
+    assert skipped == {"prose": "Only 12 tokens of local prose text found; asked for 96"}
+    with pytest.raises(ValueError, match="local prose text"):  # without a dict to record it: an error
+        tau_curve.build_prompts(tokenizer, [96], ["code", "prose"], 1)

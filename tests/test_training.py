@@ -149,6 +149,42 @@ def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path
         assert torch.allclose(mine[name], value, rtol=1e-5, atol=1e-6), (name, (mine[name] - value).abs().max())
 
 
+class _WeightsAtStart(TrainerCallback):
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.weights = {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def test_init_draft_continues_from_a_saved_draft_and_refuses_other_settings(tmp_path):
+    """init_draft: the run starts from the saved draft's weights (not a fresh init) and trains on; a
+    draft saved with another sliding window is refused by name before any training."""
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+
+    def recipe(name, **extra):
+        return TrainRecipe(output_dir=str(tmp_path / name), max_steps=4, seq_len=32, batch_size=2, warmup_steps=0,
+                           max_tokens=20_000, save_steps=10**6, logging_steps=1, kinds=["prose"],
+                           draft_overrides={"sliding_window": 16}, **extra)
+
+    torch.manual_seed(0)
+    first = train_draft(target, ByteTokenizer(), recipe("first"), progress=False)
+    saved = {name: p.detach().clone() for name, p in first.named_parameters()}
+    start = _WeightsAtStart()
+    torch.manual_seed(1)  # a fresh draft would differ from the saved one
+    second = train_draft(target, ByteTokenizer(), recipe("second", init_draft=str(tmp_path / "first" / "final")),
+                         progress=False, callbacks=[start])
+    assert saved.keys() == start.weights.keys()
+    for name, value in saved.items():
+        assert torch.equal(start.weights[name], value), name
+    assert max(_largest_relative_change(saved, second).values()) > 1e-3  # and it trained on from there
+    recorded = json.loads((tmp_path / "second" / "final" / "training_recipe.json").read_text())
+    assert recorded["init_draft"] == str(tmp_path / "first" / "final")
+
+    clash = recipe("third", init_draft=str(tmp_path / "first" / "final"))
+    clash.draft_overrides = {"sliding_window": 8}
+    with pytest.raises(TrainingRecipeError, match=r"sliding_window=16 there, 8 asked"):
+        train_draft(target, ByteTokenizer(), clash, progress=False)
+    assert not (tmp_path / "third" / "final").exists()
+
+
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint
     of that step to resume from, the final folder, and the speed report."""

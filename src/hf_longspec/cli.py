@@ -120,7 +120,9 @@ def cmd_train(args) -> int:
         corpus_mix=args.corpus_mix,
         chat_data=list(args.chat_data),
         corpus_max_epochs=args.corpus_max_epochs,
+        init_draft=None if args.init_draft == "untrained" else args.init_draft,
     )
+    check_draft_arg(args.init_draft, "--init-draft")
     recipe.check()  # every setting and the output folder, before the target is loaded
     _check_positive(sliding_window=args.sliding_window)
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
@@ -218,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--overwrite-output", action="store_true",
                        help="replace the checkpoints and final/ of an earlier run in --output")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--init-draft", default="untrained",
+                       help="weights to start from: 'untrained' (a new draft), 'embedded' (continue the shipped draft) "
+                            "or a saved draft folder")
     train.add_argument("--corpus-mix", default=None,
                        help=f"training text: a preset ({', '.join(MIX_PRESETS)}; default {DEFAULT_MIX}) or "
                             f"source=weight pairs, e.g. code=0.4,docs=0.3,man=0.3; sources: {', '.join(MIX_SOURCES)}")

@@ -26,6 +26,11 @@ TARGET_MATCHED_FIELDS = (
 )
 
 DEFAULT_TREE_WIDTHS = (4, 16, 16, 16, 16)
+# Smaller trees for smaller node budgets (a batch, a long context): the best tau per node among the
+# shapes measured on held-out text (H200, bf16, 2k-8k code / prose / chat, 2026-12-01): 32 nodes
+# 2-6-8-8-8 (tau 3.39; the depth-first cut 4-16-12: 2.94), 16 nodes 2-4-4-3-3 (3.00; 4-12: 2.45),
+# 8 nodes 2-2-2-2 (2.52; 1-2-2-2-1: 2.34). The full tree: 3.54.
+DEFAULT_TREE_LADDER = ((2, 6, 8, 8, 8), (2, 4, 4, 3, 3), (2, 2, 2, 2))
 
 
 class LongSpecDraftConfig(PretrainedConfig):
@@ -40,6 +45,8 @@ class LongSpecDraftConfig(PretrainedConfig):
     - tree_batch_nodes: cap on drafted nodes per round summed over a batch: with B rows each tree keeps
       at most tree_batch_nodes // B nodes (None: no cap). The verification forward grows with rows x
       nodes; on the H200 (SmolLM2, 8k) 16 rows of 69 nodes ran at 1.36x vanilla, of 32 nodes at 2.13x.
+    - tree_ladder: smaller trees, largest first. Under a node budget smaller than tree_widths (the caps
+      above, or a long context: generation/tree_budget.py) the draft uses the largest that fits.
     """
 
     model_type = "longspec_draft"
@@ -66,6 +73,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         tree_widths: list[int] | tuple[int, ...] = DEFAULT_TREE_WIDTHS,
         tree_max_nodes: int | None = None,
         tree_batch_nodes: int | None = 512,
+        tree_ladder: list[list[int]] | tuple[tuple[int, ...], ...] = DEFAULT_TREE_LADDER,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -89,6 +97,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_widths = [int(w) for w in tree_widths]
         self.tree_max_nodes = tree_max_nodes
         self.tree_batch_nodes = tree_batch_nodes
+        self.tree_ladder = [[int(w) for w in tree] for tree in tree_ladder]
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -110,6 +119,8 @@ class LongSpecDraftConfig(PretrainedConfig):
         if self.tree_batch_nodes is not None and (isinstance(self.tree_batch_nodes, bool) or
                                                   not isinstance(self.tree_batch_nodes, int) or self.tree_batch_nodes < 1):
             raise ValueError(f"tree_batch_nodes must be a positive int or None (no cap), got {self.tree_batch_nodes!r}")
+        if any(not tree or any(w < 1 for w in tree) for tree in self.tree_ladder):
+            raise ValueError(f"tree_ladder must be a list of non-empty lists of positive ints, got {self.tree_ladder}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 

@@ -48,6 +48,13 @@ class HeadShard:
             torch.distributed.broadcast(state, src=source, group=self.group)
             torch.set_rng_state(state)
 
+    def smallest(self, value: int, device: torch.device) -> int:
+        """The smallest of the ranks' ``value``s: what every rank must agree on before a round (each
+        rank's node budget reads its own shard's weight bytes, which need not be equal)."""
+        agreed = torch.tensor([value], device=device)
+        torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN, group=self.group)
+        return int(agreed.item())
+
     def all_reduce(self, partial: torch.Tensor) -> torch.Tensor:
         """Sum the ranks' partial outputs (in place; NCCL collectives can be captured in CUDA graphs)."""
         torch.distributed.all_reduce(partial, group=self.group)

@@ -20,6 +20,7 @@ from .checks import check_request
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
+from .tree_budget import node_budget, tree_within
 
 _POOL_LOCK = threading.Lock()
 
@@ -182,10 +183,14 @@ def longspec_generate(
                   longspec_tree_widths, longspec_max_nodes, logits_processor, longspec_streamer)
     stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
-    widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None) or draft.config.tree_widths
+    widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None)
     max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or \
-        default_max_nodes(draft.config, input_ids.shape[0])
-    layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size)
+        node_budget(draft.config, model, input_ids.shape[0], generation_config.max_length)
+    if max_nodes is not None and draft._head_shard is not None:  # every rank must draft the same tree
+        max_nodes = draft._head_shard.smallest(max_nodes, input_ids.device)
+    # the draft's own tree, or its ladder's under a tighter budget; trees the caller names are cut to it
+    layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size) if widths else \
+        tree_within(draft.config, max_nodes, draft.config.vocab_size)
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
@@ -242,7 +247,8 @@ def longspec_generate(
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
                        emitters, stats, on_host, processors, do_sample, keep_scores)
         else:  # no tree at all (a node budget of 0)
-            raise UnsupportedGenerationError(f"the tree widths {list(widths)} with max_nodes={max_nodes} draft no node")
+            raise UnsupportedGenerationError(
+                f"the tree widths {list(widths or draft.config.tree_widths)} with max_nodes={max_nodes} draft no node")
     finally:
         if decoder is not None:
             decoder.busy = False
@@ -254,15 +260,6 @@ def longspec_generate(
     if not generation_config.return_dict_in_generate:
         return sequence
     return _generate_output(sequence, emitters[0], generation_config, cache)
-
-
-def default_max_nodes(config, batch: int) -> int | None:
-    """The draft config's node cap, tightened for a batch to ``tree_batch_nodes // batch`` per row."""
-    caps = [config.tree_max_nodes]
-    if getattr(config, "tree_batch_nodes", None):
-        caps.append(max(1, config.tree_batch_nodes // batch))
-    caps = [cap for cap in caps if cap is not None]
-    return min(caps) if caps else None
 
 
 def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs, do_sample, on_host, compile_option,

@@ -58,6 +58,9 @@ class TrainRecipe:
     max_seconds: float | None = None  # stop (and save a checkpoint) after this much training time
     overwrite_output: bool = False  # replace the checkpoints and final/ a previous run left in output_dir
     draft_overrides: dict = field(default_factory=dict)
+    # Start from trained weights instead of a random draft: "embedded" (the shipped draft) or a saved
+    # draft folder. A short run on new text (chat) then refines the draft instead of starting over.
+    init_draft: str | None = None
 
     def __post_init__(self):
         if self.kinds is None and self.corpus_mix is None:
@@ -157,6 +160,22 @@ def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
                            chat_data=tuple(recipe.chat_data), max_epochs=recipe.corpus_max_epochs)
 
 
+def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
+    """The draft `recipe.init_draft` names, loaded for `target`; refused when its settings contradict the
+    recipe's draft overrides (a 1024-token window asked of a draft trained with 512 would silently win)."""
+    from ..embedded import embedded_draft_dir
+
+    folder = embedded_draft_dir() if recipe.init_draft == "embedded" else Path(recipe.init_draft)
+    draft = LongSpecDraftModel.from_pretrained(str(folder), dtype=torch.float32)
+    clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in recipe.draft_overrides.items()
+               if getattr(draft.config, name, None) != wanted}
+    if clashes:
+        detail = ", ".join(f"{name}={have!r} there, {wanted!r} asked" for name, (have, wanted) in clashes.items())
+        raise TrainingRecipeError(f"init_draft={recipe.init_draft!r} was trained with other settings ({detail}). "
+                                  "Allowed: the draft's own settings, or no init_draft (a new draft).")
+    return draft  # train_draft binds it, which refuses a draft made for another target
+
+
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
                 progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
     """Train (or continue training) a draft for `target`; returns the trained, bound draft (under FSDP
@@ -164,6 +183,8 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     recipe.check()
     device = target.get_input_embeddings().weight.device
     on_gpu = device.type == "cuda"
+    if draft is None and recipe.init_draft is not None:
+        draft = initial_draft(target, recipe)
     if draft is None:
         # seeded here: the Trainer seeds only after the draft exists, so the draft's initial
         # weights would come from whatever state torch's global generator happened to be in

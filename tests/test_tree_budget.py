@@ -1,0 +1,108 @@
+"""The node budget (generation/tree_budget.py): fewer drafted nodes where the tree attention's
+arithmetic would dominate the verification (long contexts, big batches), the ladder's trees under
+a budget instead of a depth-first cut, and generate() drafting the tree the budget picks, exactly."""
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from conftest import perturbed_pair, random_prompt
+from hf_longspec import LongSpecDraftConfig
+from hf_longspec.generation import TreeLayout, tree_budget
+from hf_longspec.generation.tree_budget import context_node_budget, node_budget, tree_within
+
+LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072)
+SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+               num_key_value_heads=3, max_position_embeddings=8192, tie_word_embeddings=True)
+FULL = (4, 16, 16, 16, 16)
+
+
+def _shape_only(shape: dict):
+    """The model's parameters without memory: the budget reads only shapes and dtypes."""
+    with torch.device("meta"):
+        return LlamaForCausalLM(LlamaConfig(**shape)).to(torch.bfloat16)
+
+
+def test_the_tree_shrinks_where_its_attention_would_dominate_the_verification():
+    """The trees the 2026-12-01 H200 round costs and held-out tau picked per context (docs/benchmarks.md,
+    "Node budget") for the 8B shape with 128 new tokens; SmolLM2 keeps its whole tree up to its 8k."""
+    config = LongSpecDraftConfig()
+    llama = _shape_only(LLAMA_8B)
+    picked = {length: tree_within(config, node_budget(config, llama, 1, length + 128), LLAMA_8B["vocab_size"]).widths
+              for length in (8192, 32768, 130560)}
+    assert picked == {8192: FULL, 32768: (2, 6, 8, 8, 8), 130560: (2, 2, 2, 2)}
+    smollm2 = _shape_only(SMOLLM2)
+    for length in (1024, 4096, 8192):
+        assert tree_within(config, node_budget(config, smollm2, 1, length), SMOLLM2["vocab_size"]).widths == FULL
+    # every row of a batch attends its own cache: more rows, fewer nodes each
+    assert context_node_budget(llama, 32768, 4) < context_node_budget(llama, 32768, 1) / 2
+    assert node_budget(config, smollm2, 16, 1024) == 512 // 16  # there the per-batch cap binds
+
+
+def test_a_budget_picks_the_largest_ladder_tree_not_a_depth_first_cut():
+    config = LongSpecDraftConfig()
+    assert TreeLayout.plan(FULL, 32, 1000).widths == (4, 16, 12)  # what a cap alone would draft
+    assert tree_within(config, 32, 1000).widths == (2, 6, 8, 8, 8)
+    assert tree_within(config, 31, 1000).widths == (2, 4, 4, 3, 3)
+    assert tree_within(config, 68, 1000).widths == FULL and tree_within(config, None, 1000).widths == FULL
+    assert tree_within(config, 5, 1000).widths == (2, 2, 1)  # below the smallest: that one, cut
+    small = LongSpecDraftConfig(tree_widths=[3, 3, 3])  # ladder trees are never larger than the draft's own
+    assert tree_within(small, 8, 1000).widths == (2, 2, 2, 2) and tree_within(small, 4, 1000).widths == (2, 2)
+    assert tree_within(LongSpecDraftConfig(tree_ladder=[]), 32, 1000).widths == (4, 16, 12)
+
+
+def test_generate_drafts_the_tree_the_budget_picks_for_its_context_and_stays_exact(monkeypatch):
+    """A long call (max_length past 60 tokens here) drafts the ladder's tree, a short one the draft's own;
+    trees the caller names are cut to the budget depth-first. Output equals vanilla greedy each time."""
+    target, draft = perturbed_pair((4, 4, 4))
+    monkeypatch.setattr(draft.config, "tree_ladder", [[2, 2, 3], [1, 2, 2]])
+    monkeypatch.setattr(tree_budget, "context_node_budget", lambda model, context, batch=1: 100 if context < 60 else 8)
+    ids = random_prompt(length=30)
+    for new_tokens, nodes_per_round in ((20, 12), (40, 7)):  # 7: the ladder's 2-2-3, not 4-4 cut
+        reference = target.generate(ids, max_new_tokens=new_tokens, do_sample=False)
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=new_tokens, do_sample=False)
+        stats = draft.last_stats
+        assert torch.equal(out, reference)
+        assert stats.rounds > 0 and stats.drafted_nodes == nodes_per_round * stats.rounds
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=40, do_sample=False, longspec_tree_widths=[3, 3, 3])
+    assert torch.equal(out, reference) and draft.last_stats.drafted_nodes == 8 * draft.last_stats.rounds  # 3-3-2
+
+
+def test_compiled_rounds_serve_every_ladder_tree_without_hitting_the_recompile_limit(monkeypatch):
+    """As contexts grow, generate() moves down the ladder: each tree is a new round shape for dynamo.
+    Four trees, each at two cache-capacity buckets and visited twice, stay compiled (dynamo is told to
+    fail on its recompile limit, which the decoder would report by running uncompiled) and exact.
+    (aot_eager: the CPU has no inductor build of this graph; on CUDA the default backend compiles.)"""
+    import torch._dynamo
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopAfter(StoppingCriteria):
+        def __init__(self, length):
+            self.length = length
+
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.length, dtype=torch.bool)
+
+    compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: compile(fn, backend="aot_eager", **kwargs))
+    monkeypatch.setattr(torch._dynamo.config, "fail_on_recompile_limit_hit", True)
+    torch._dynamo.reset()
+    target, draft = perturbed_pair((3, 3, 3), max_positions=8192)
+    monkeypatch.setattr(draft.config, "tree_ladder", [[2, 2, 2], [1, 2, 2], [1, 1]])
+    budgets = {1: 100, 2: 6, 3: 5, 4: 2}  # by thousands of max_length: the draft's tree, then the ladder's
+    monkeypatch.setattr(tree_budget, "context_node_budget", lambda model, context, batch=1: budgets[context // 2048 + 1])
+    ids = random_prompt(length=30)
+    reference = target.generate(ids, max_new_tokens=12, do_sample=False)
+    stop = StoppingCriteriaList([StopAfter(ids.shape[1] + 12)])
+    seen = []
+    for _ in range(2):
+        for tree in range(4):
+            for bucket in (1, 2):  # cache capacities (tree + 1) x 2048 - 1024 and (tree + 1) x 2048
+                max_length = tree * 2048 + bucket * 1024 - 64
+                out = target.generate(ids, assistant_model=draft, max_new_tokens=max_length - ids.shape[1],
+                                      stopping_criteria=stop, do_sample=False, longspec_compile=True)
+                assert torch.equal(out, reference), (tree, bucket)
+                assert draft.last_stats.compiled, (tree, bucket)
+                seen.append(draft.last_stats.drafted_nodes // draft.last_stats.rounds)
+    assert seen[:8] == [9, 9, 6, 6, 5, 5, 2, 2] and seen[8:] == seen[:8]
+    torch._dynamo.reset()
