@@ -192,7 +192,6 @@ def main(argv=None):
     target = random_target(shape, device, dtype)
     config = target.config
     draft = LongSpecDraftModel.from_target(target).eval()
-    layout = TreeLayout.plan(draft.config.tree_widths, draft.config.tree_max_nodes, config.vocab_size)
     bandwidth = copy_bandwidth(device)["bytes_per_s"]
     rows = []
     for length in contexts:
@@ -217,7 +216,7 @@ def main(argv=None):
                 row["compiled"] = {**compiled, "setup_and_compile_s": time.perf_counter() - begin}
             rows.append(row)
             print(json.dumps(row), flush=True)
-            table = write_results(Path(args.out), device, shape, layout, bandwidth, rows)  # a cut-off run keeps its rows
+            table = write_results(Path(args.out), device, shape, draft.config.tree_widths, bandwidth, rows)  # a cut-off run keeps its rows
         for spec in args.trees:  # the same context, other trees: what a node costs as the context grows
             other = TreeLayout.plan([int(w) for w in spec.split("-")], None, config.vocab_size)
             row = {"context": length, "batch": 1, "tree_widths": list(other.widths),
@@ -226,12 +225,13 @@ def main(argv=None):
             row["round_over_own_floor"] = row["round_ms"] / row["round_floor_ms"]
             rows.append(row)
             print(json.dumps(row), flush=True)
-            table = write_results(Path(args.out), device, shape, layout, bandwidth, rows)
+            table = write_results(Path(args.out), device, shape, draft.config.tree_widths, bandwidth, rows)
     print(table)
 
 
-def write_results(out: Path, device, shape: dict, layout, bandwidth: float, rows: list[dict]) -> str:
-    result = {"machine": machine_info(device, sys.argv), "shape": shape, "tree": list(layout.widths),
+def write_results(out: Path, device, shape: dict, draft_tree, bandwidth: float, rows: list[dict]) -> str:
+    """JSON and markdown of the rows so far; "tree" is the draft's own tree (each row names its tree)."""
+    result = {"machine": machine_info(device, sys.argv), "shape": shape, "tree": list(draft_tree),
               "copy_bandwidth_bytes_per_s": bandwidth, "rows": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale_study.json").write_text(json.dumps(result, indent=1, default=str))

@@ -2,6 +2,7 @@
 arithmetic would dominate the verification (long contexts, big batches), the ladder's trees under
 a budget instead of a depth-first cut, and generate() drafting the tree the budget picks, exactly."""
 
+import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -46,9 +47,16 @@ def test_a_budget_picks_the_largest_ladder_tree_not_a_depth_first_cut():
     assert tree_within(config, 31, 1000).widths == (2, 4, 4, 3, 3)
     assert tree_within(config, 68, 1000).widths == FULL and tree_within(config, None, 1000).widths == FULL
     assert tree_within(config, 5, 1000).widths == (2, 2, 1)  # below the smallest: that one, cut
-    small = LongSpecDraftConfig(tree_widths=[3, 3, 3])  # ladder trees are never larger than the draft's own
-    assert tree_within(small, 8, 1000).widths == (2, 2, 2, 2) and tree_within(small, 4, 1000).widths == (2, 2)
-    assert tree_within(LongSpecDraftConfig(tree_ladder=[]), 32, 1000).widths == (4, 16, 12)
+    # ladder trees are never larger nor deeper than the draft's own (its training drew noise shifts up to
+    # its own depth), and are tried largest first whatever their order
+    small = LongSpecDraftConfig(tree_widths=[3, 3, 3], tree_ladder=[[1, 1], [2, 2, 2, 2], [2, 2, 2], [3, 3, 3, 3]])
+    assert tree_within(small, 7, 1000).widths == (2, 2, 2) and tree_within(small, 5, 1000).widths == (1, 1)
+    assert tree_within(small, 1, 1000).widths == (1,)
+    assert tree_within(LongSpecDraftConfig(tree_ladder=None), 32, 1000).widths == (4, 16, 12)
+    with pytest.raises(ValueError, match="tree_ladder must be a list of non-empty lists of positive ints"):
+        LongSpecDraftConfig(tree_ladder=[[2, 1.5]])
+    saved = LongSpecDraftConfig.from_dict(LongSpecDraftConfig(tree_ladder=[[2, 2]]).to_dict())
+    assert saved.tree_ladder == [[2, 2]]
 
 
 def test_generate_drafts_the_tree_the_budget_picks_for_its_context_and_stays_exact(monkeypatch):
@@ -89,7 +97,7 @@ def test_compiled_rounds_serve_every_ladder_tree_without_hitting_the_recompile_l
     torch._dynamo.reset()
     target, draft = perturbed_pair((3, 3, 3), max_positions=8192)
     monkeypatch.setattr(draft.config, "tree_ladder", [[2, 2, 2], [1, 2, 2], [1, 1]])
-    budgets = {1: 100, 2: 6, 3: 5, 4: 2}  # by thousands of max_length: the draft's tree, then the ladder's
+    budgets = {1: 100, 2: 6, 3: 5, 4: 2}  # by 2048s of max_length: the draft's tree, then the ladder's
     monkeypatch.setattr(tree_budget, "context_node_budget", lambda model, context, batch=1: budgets[context // 2048 + 1])
     ids = random_prompt(length=30)
     reference = target.generate(ids, max_new_tokens=12, do_sample=False)

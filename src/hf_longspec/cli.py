@@ -115,7 +115,8 @@ def cmd_train(args) -> int:
         max_seconds=args.max_seconds,
         logging_steps=args.logging_steps,
         overwrite_output=args.overwrite_output,
-        draft_overrides={"sliding_window": args.sliding_window},
+        # given only when asked: a draft continued with --init-draft keeps its own window otherwise
+        draft_overrides={} if args.sliding_window is None else {"sliding_window": args.sliding_window},
         kinds=args.kinds,
         corpus_mix=args.corpus_mix,
         chat_data=list(args.chat_data),
@@ -124,7 +125,8 @@ def cmd_train(args) -> int:
     )
     check_draft_arg(args.init_draft, "--init-draft")
     recipe.check()  # every setting and the output folder, before the target is loaded
-    _check_positive(sliding_window=args.sliding_window)
+    if args.sliding_window is not None:
+        _check_positive(sliding_window=args.sliding_window)
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     close_process_group()
@@ -210,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="multi-step rollout: steps 2..K feed the draft its own argmax, as tree depths 2..K do "
                             "(1 = teacher-forced only; docs/training.md)")
     train.add_argument("--rollout-decay", type=float, default=0.8, help="weight of step k's loss: decay ** (k - 1)")
-    train.add_argument("--sliding-window", type=int, default=512)
+    train.add_argument("--sliding-window", type=int, default=None,
+                       help="the draft's self-attention window (default: 512 for a new draft, the --init-draft's own)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

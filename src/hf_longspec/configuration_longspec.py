@@ -97,7 +97,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_widths = [int(w) for w in tree_widths]
         self.tree_max_nodes = tree_max_nodes
         self.tree_batch_nodes = tree_batch_nodes
-        self.tree_ladder = [[int(w) for w in tree] for tree in tree_ladder]
+        self.tree_ladder = [list(tree) for tree in tree_ladder or ()]  # None: no ladder
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -119,8 +119,10 @@ class LongSpecDraftConfig(PretrainedConfig):
         if self.tree_batch_nodes is not None and (isinstance(self.tree_batch_nodes, bool) or
                                                   not isinstance(self.tree_batch_nodes, int) or self.tree_batch_nodes < 1):
             raise ValueError(f"tree_batch_nodes must be a positive int or None (no cap), got {self.tree_batch_nodes!r}")
-        if any(not tree or any(w < 1 for w in tree) for tree in self.tree_ladder):
-            raise ValueError(f"tree_ladder must be a list of non-empty lists of positive ints, got {self.tree_ladder}")
+        if any(not tree or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in tree)
+               for tree in self.tree_ladder):
+            raise ValueError(f"tree_ladder must be a list of non-empty lists of positive ints (or None: no "
+                             f"ladder), got {self.tree_ladder}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 

@@ -186,9 +186,10 @@ def longspec_generate(
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None)
     max_nodes = longspec_max_nodes or getattr(generation_config, "longspec_max_nodes", None) or \
         node_budget(draft.config, model, input_ids.shape[0], generation_config.max_length)
-    if max_nodes is not None and draft._head_shard is not None:  # every rank must draft the same tree
+    if draft._head_shard is not None:  # every rank must draft the same tree
         max_nodes = draft._head_shard.smallest(max_nodes, input_ids.device)
     # the draft's own tree, or its ladder's under a tighter budget; trees the caller names are cut to it
+    # depth-first (a layout always drafts a node: widths and max_nodes are checked to be >= 1)
     layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size) if widths else \
         tree_within(draft.config, max_nodes, draft.config.vocab_size)
     do_sample = bool(generation_config.do_sample)
@@ -215,7 +216,7 @@ def longspec_generate(
     # An empty cache (the usual call): the prompt is prefilled straight into the decoder's preallocated
     # cache, so every row's KV exists once. A cache holding a prefix is prefilled, then copied in.
     decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
-                           do_sample, on_host, longspec_compile, input_ids) if cached == 0 and layout.depth > 0 else None
+                           do_sample, on_host, longspec_compile, input_ids) if cached == 0 else None
     export_cache = cache if (longspec_return_cache or generation_config.return_dict_in_generate) else None
     try:
         with torch.no_grad():
@@ -239,16 +240,13 @@ def longspec_generate(
         if all(e.finished for e in emitters):
             if decoder is not None and export_cache is not None:  # the prompt's KV is in the decoder: hand it back
                 _hand_back_prompt(decoder, input_ids, attention_mask, export_cache)
-        elif layout.depth > 0:
+        else:
             prefilled_here = decoder is not None
             if decoder is None:
                 decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
                                        do_sample, on_host, longspec_compile, input_ids)
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
                        emitters, stats, on_host, processors, do_sample, keep_scores)
-        else:  # no tree at all (a node budget of 0)
-            raise UnsupportedGenerationError(
-                f"the tree widths {list(widths or draft.config.tree_widths)} with max_nodes={max_nodes} draft no node")
     finally:
         if decoder is not None:
             decoder.busy = False

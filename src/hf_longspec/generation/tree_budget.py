@@ -15,56 +15,73 @@ So the node budget is the tightest of three caps:
 
 Under a budget smaller than the draft's tree, the draft does not cut its tree depth-first (4-16-16-16-16
 cut to 32 nodes is 4-16-12: shallow). It drafts the largest tree of its ``tree_ladder`` that fits:
-trees chosen by held-out acceptance per node (docs/benchmarks.md, "Node budget"). Greedy tau at 2k-8k
-in bf16 on the H200: 2-6-8-8-8 3.39 against 4-16-12 2.94, at 32 nodes each.
+trees chosen by held-out acceptance per node (configuration_longspec.DEFAULT_TREE_LADDER says which
+and what they measured). Trees the caller names (``longspec_tree_widths``) are cut depth-first, as
+they always were by the node caps.
 """
 
 from __future__ import annotations
 
 from .draft_tree import TreeLayout
 
-# Measured on the H200 (2026-12-01, docs/benchmarks.md): the split-KV tree-attention kernel ran at
-# ~258 TFLOP/s against 4.23 TB/s of copy bandwidth, so one byte of reading costs as long as ~61 FLOP.
+# Measured on the H200 (2026-12-01): the split-KV tree-attention kernel took 4.79 ms for the 1.24
+# TFLOP of a 69-node verification at 32k, 8B shape (~258 TFLOP/s,
+# docs/results/profile_round_llama8b_32768_2026-12-01.json), against 4.21-4.23 TB/s of copy
+# bandwidth: one byte read costs as long as ~61 FLOP.
 ATTENTION_FLOPS_PER_BYTE = 61.0
 # SmolLM2's verification (30 layers, 8k, graph-replayed) took 2.16 ms: ~72 us per layer of kernel
 # latency, as long as reading ~305 MB. A layer is never cheaper than that, whatever its bytes.
 LAYER_LATENCY_BYTES = 305e6
-# The share of the verification's floor the tree attention's arithmetic may add. Chosen on the
-# 8B-shape round costs of 2026-12-01 with the SmolLM2 draft's tau per tree: it picks the tree with
-# the most tokens per ms at 8k (the full tree), 32k (32 nodes) and 128k (8 nodes).
+# The share of the verification's floor the tree attention's arithmetic may add. Fitted on the
+# 8B-shape round costs of 2026-12-01 with the SmolLM2 draft's tau per tree (docs/benchmarks.md, "Node
+# budget"): it picks the tree with the most tokens per ms at 8k (the whole tree), 32k (32 nodes) and
+# 128k (8 nodes), the three points tests/test_tree_budget.py holds it to. Other shapes are untested.
 TREE_ATTENTION_SHARE = 0.5
 
 
 def context_node_budget(target, context: int, batch: int = 1) -> int:
     """Drafted nodes per row (root excluded) whose tree attention over ``context`` cached tokens stays
-    within ``TREE_ATTENTION_SHARE`` of what the verification must spend anyway."""
+    within ``TREE_ATTENTION_SHARE`` of what the verification must spend anyway.
+
+    Counted per rank for a tensor-parallel target (its weight shard, its heads), so every rank's
+    budget describes the same work; the ranks still agree on the smallest (HeadShard.smallest)."""
     config = target.config.get_text_config()
-    layers, query_heads = config.num_hidden_layers, config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // query_heads
-    parameter = next(target.parameters())
-    weight_bytes = sum(p.numel() * p.element_size() for p in target.parameters())
-    kv_bytes = 2 * layers * config.num_key_value_heads * head_dim * parameter.element_size() * context * batch
+    shards = getattr(target, "tp_size", None) or 1
+    layers = config.num_hidden_layers
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    query_heads, kv_heads = config.num_attention_heads // shards, config.num_key_value_heads // shards
+    itemsize = next(target.parameters()).element_size()
+    weight_bytes = sum(_local(p).numel() * p.element_size() for p in target.parameters())
+    kv_bytes = 2 * layers * kv_heads * head_dim * itemsize * context * batch
     floor_bytes = max(weight_bytes + kv_bytes, layers * LAYER_LATENCY_BYTES)
     flops_per_row = 4 * head_dim * query_heads * layers * context * batch  # QK^T and PV, every layer
     rows = TREE_ATTENTION_SHARE * floor_bytes * ATTENTION_FLOPS_PER_BYTE / flops_per_row
     return max(1, int(rows) - 1)  # the root is a row too
 
 
-def node_budget(draft_config, target, batch: int, context: int) -> int | None:
-    """The tightest of the config's node cap, the per-batch cap and the context cap (None: no cap)."""
-    caps = [draft_config.tree_max_nodes, context_node_budget(target, context, batch)]
+def _local(parameter):
+    """This rank's shard of a DTensor parameter; a plain tensor is already local."""
+    return parameter.to_local() if hasattr(parameter, "to_local") else parameter
+
+
+def node_budget(draft_config, target, batch: int, context: int) -> int:
+    """The tightest of the config's node cap, the per-batch cap and the context cap."""
+    caps = [context_node_budget(target, context, batch)]
+    if draft_config.tree_max_nodes is not None:
+        caps.append(draft_config.tree_max_nodes)
     if getattr(draft_config, "tree_batch_nodes", None):
         caps.append(max(1, draft_config.tree_batch_nodes // batch))
-    caps = [cap for cap in caps if cap is not None]
-    return min(caps) if caps else None
+    return min(caps)
 
 
 def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout:
-    """The draft's own tree if it fits ``budget``, else the largest ladder tree that does, else the
-    smallest one cut to the budget."""
+    """The draft's own tree if it fits ``budget`` (None: any size), else the largest ladder tree that
+    does, else the smallest one cut to the budget. Ladder trees deeper than the draft's own are never
+    used: its training drew noise shifts up to its own depth only."""
     own = tuple(draft_config.tree_widths)
     ladder = [tuple(t) for t in getattr(draft_config, "tree_ladder", None) or ()]
-    candidates = [own] + [t for t in ladder if sum(t) < sum(own)]
+    smaller = sorted((t for t in ladder if sum(t) < sum(own) and len(t) <= len(own)), key=sum, reverse=True)
+    candidates = [own, *smaller]
     for widths in candidates:
         if budget is None or sum(widths) <= budget:
             return TreeLayout.plan(widths, None, vocab_size)
