@@ -38,6 +38,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.probes import copy_bandwidth
 from hf_longspec.generation import LongSpecDecoder, TreeLayout
 from hf_longspec.generation.decoder import bucketed_capacity
+from hf_longspec.generation.roofline import latency_bound
 from hf_longspec.generation.tree_budget import node_budget, tree_within
 
 LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -86,12 +87,13 @@ def random_target(shape: dict, device, dtype):
     return target
 
 
-def filled_decoder(target, draft, layout, length: int, device, batch: int = 1, compile: bool = False):
+def filled_decoder(target, draft, layout, length: int, device, batch: int = 1, compile: bool = False,
+                   compile_verify: bool | None = None):
     """The decoder generate() would build, its target cache filled with random K/V up to ``length`` and
     the draft's ring started on random tokens: a round can run without any prefill."""
     use_hybrid_attention(target)  # the vanilla runs switched it back to plain sdpa
     decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), batch_size=batch,
-                              compile=compile)
+                              compile=compile, compile_verify=compile_verify)
     with torch.no_grad():
         decoder.cache.storage.normal_(0, 0.5)
         decoder.cache.lengths.fill_(length)
@@ -118,8 +120,8 @@ def phase_replay_ms(decoder, length: int, repeats: int, device) -> dict:
 
 
 def round_costs(target, draft, layout, length: int, repeats: int, device, compile: bool = False,
-                batch: int = 1) -> dict:
-    decoder = filled_decoder(target, draft, layout, length, device, batch, compile)
+                compile_verify: bool | None = None, batch: int = 1) -> dict:
+    decoder = filled_decoder(target, draft, layout, length, device, batch, compile, compile_verify)
     results = phase_replay_ms(decoder, length, repeats, device)
     results["draft_plus_verify_ms"] = results["draft_ms"] + results["verify_forward_ms"]
     results["accept_commit_rest_ms"] = results["round_ms"] - results["draft_plus_verify_ms"]
@@ -180,7 +182,8 @@ def main(argv=None):
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
                         help="rows per round / step (the batch issue: 1 4 8 16 at 32k)")
     parser.add_argument("--compile-contexts", type=int, nargs="*", default=[],
-                        help="contexts at which the round is also timed with torch.compile (compile costs minutes)")
+                        help="contexts at which the round is also timed with torch.compile (compile costs minutes): "
+                             "all of it, and (for a bytes-bound target) the drafting alone, as generate() does")
     parser.add_argument("--trees", nargs="*", default=[],
                         help="more tree shapes to time at batch 1, widths joined by '-' (4-16-12 2-4-4-3-3)")
     args = parser.parse_args(argv)
@@ -214,6 +217,11 @@ def main(argv=None):
                 begin = time.perf_counter()
                 compiled = round_costs(target, draft, layout, length, args.repeats, device, compile=True)
                 row["compiled"] = {**compiled, "setup_and_compile_s": time.perf_counter() - begin}
+                if not latency_bound(target, length, batch):  # what generate() does by default: the drafting alone
+                    begin = time.perf_counter()
+                    mixed = round_costs(target, draft, layout, length, args.repeats, device, compile=True,
+                                        compile_verify=False)
+                    row["draft_compiled"] = {**mixed, "setup_and_compile_s": time.perf_counter() - begin}
             rows.append(row)
             print(json.dumps(row), flush=True)
             table = write_results(Path(args.out), device, shape, draft.config.tree_widths, bandwidth, rows)  # a cut-off run keeps its rows

@@ -114,3 +114,31 @@ def test_compiled_rounds_serve_every_ladder_tree_without_hitting_the_recompile_l
                 seen.append(draft.last_stats.drafted_nodes // draft.last_stats.rounds)
     assert seen[:8] == [9, 9, 6, 6, 5, 5, 2, 2] and seen[8:] == seen[:8]
     torch._dynamo.reset()
+
+
+def test_the_verification_is_compiled_by_default_only_where_launch_latency_binds_it(monkeypatch):
+    """roofline.latency_bound: SmolLM2's verification is bound by its kernels' latency (compiling
+    fuses them: 1.5x on the H200), the 8B shape's by its bytes (compiled it ran slower: 13.0 against
+    11.2 ms at 32k). generate()'s default on CUDA follows it; an explicit longspec_compile wins."""
+    from types import SimpleNamespace
+
+    from hf_longspec.generation import loop
+    from hf_longspec.generation.roofline import latency_bound
+
+    assert latency_bound(_shape_only(SMOLLM2), 8192) and latency_bound(_shape_only(SMOLLM2), 8192, batch=16)
+    assert not latency_bound(_shape_only(LLAMA_8B), 8192) and not latency_bound(_shape_only(LLAMA_8B), 1024)
+
+    target, draft = perturbed_pair((2, 2))
+    layout = TreeLayout.plan((2, 2), None, target.config.vocab_size)
+    on_cuda = SimpleNamespace(device=torch.device("cuda"), shape=(1, 30))  # decides; the decoder stays on the CPU
+    config = SimpleNamespace(max_length=64)
+
+    def decoder(compile_option, bound):
+        monkeypatch.setattr(loop, "latency_bound", lambda *args: bound)
+        built = loop._decoder_for(draft, layout, config, "hybrid", False, False, False, compile_option, on_cuda)
+        built.busy = False
+        return built.compiled, built.verify_compiled
+
+    assert decoder(None, True) == (True, True)
+    assert decoder(None, False) == (True, False)  # the drafting still compiles
+    assert decoder(True, False) == (True, True) and decoder(False, True) == (False, False)

@@ -20,6 +20,7 @@ from .checks import check_request
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
+from .roofline import latency_bound
 from .tree_budget import node_budget, tree_within
 
 _POOL_LOCK = threading.Lock()
@@ -78,13 +79,13 @@ IDLE_DECODERS_KEPT = 4
 
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
-                     sampling: bool, compile: bool, batch_size: int = 1) -> LongSpecDecoder:
+                     sampling: bool, compile: bool, batch_size: int = 1, compile_verify: bool = True) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones). Building a new one first drops the least recently used idle
     decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, batch_size, verify_mode, use_graphs,
-           sampling, compile)
+           sampling, compile, compile and compile_verify)
     with _POOL_LOCK:
         pools = draft.__dict__.setdefault("_longspec_decoders", {})
         for decoder in pools.setdefault(key, []):
@@ -96,7 +97,8 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
 
     def build():
         return LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
-                               use_cuda_graphs=use_graphs, sampling=sampling, compile=compile)
+                               use_cuda_graphs=use_graphs, sampling=sampling, compile=compile,
+                               compile_verify=compile_verify)
 
     try:
         decoder = build()
@@ -168,8 +170,9 @@ def longspec_generate(
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
 
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
-    longspec_compile: torch.compile the round's drafting and verification forward (default: on CUDA,
-        for a target on one device).
+    longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
+        a target on one device, the drafting always and the verification where launch latency, not
+        bytes, bounds it (SmolLM2; not the Llama-3.1-8B shape, where compiled it ran slower).
     longspec_return_cache: write the committed KV back into generate's cache at the end (always done with
         return_dict_in_generate). The routing generate() passes True only when the caller handed in a
         cache: otherwise nobody reads it, and writing it would hold every row's KV twice at the end.
@@ -267,8 +270,12 @@ def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs
     # same collectives, and a compile failure (eager fallback) on one rank alone would break that
     default_compile = input_ids.device.type == "cuda" and draft._head_shard is None
     compile_round = compile_option if compile_option is not None else default_compile
+    # by default the verification is compiled only where launch latency binds it (SmolLM2: fused
+    # small kernels pay); a target bound by its bytes keeps cuBLAS GEMMs (roofline.latency_bound)
+    compile_verify = compile_option if compile_option is not None else \
+        latency_bound(draft.target, generation_config.max_length, input_ids.shape[0])
     return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample,
-                            bool(compile_round) and not on_host, input_ids.shape[0])
+                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify))
 
 
 def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, destination) -> None:
@@ -334,7 +341,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], export_cache,
                        padding)
     stats.cuda_graphs = decoder._graph is not None
-    stats.compiled = decoder.compiled
+    stats.compiled, stats.verify_compiled = decoder.compiled, decoder.verify_compiled
     if decoder._graph is not None and not had_graph:
         stats.capture_seconds = decoder.capture_seconds
     if not had_warm_up:

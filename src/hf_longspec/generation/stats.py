@@ -16,7 +16,8 @@ class LongSpecStats:
     non_chain_commits: int = 0  # rounds whose accepted path left the best-ranked child at some depth
     accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
     cuda_graphs: bool = False  # whether rounds were replayed as a captured CUDA graph
-    compiled: bool = False  # whether the round's drafting and verification forward ran torch.compile'd code
+    compiled: bool = False  # whether the round's drafting ran torch.compile'd code
+    verify_compiled: bool = False  # whether its verification forward did (by default: latency-bound targets only)
     warmup_seconds: float | None = None  # first round of a new decoder, compile included (None: reused one)
     capture_seconds: float | None = None  # CUDA-graph capture time (None: no capture in this call)
 
@@ -40,6 +41,7 @@ class LongSpecStats:
             "accepted_length_histogram": self.histogram(),
             "cuda_graphs": self.cuda_graphs,
             "compiled": self.compiled,
+            "verify_compiled": self.verify_compiled,
             "warmup_seconds": self.warmup_seconds,
             "capture_seconds": self.capture_seconds,
         }

@@ -22,16 +22,9 @@ they always were by the node caps.
 
 from __future__ import annotations
 
+from . import roofline
 from .draft_tree import TreeLayout
 
-# Measured on the H200 (2026-12-01): the split-KV tree-attention kernel took 4.79 ms for the 1.24
-# TFLOP of a 69-node verification at 32k, 8B shape (~258 TFLOP/s,
-# docs/results/profile_round_llama8b_32768_2026-12-01.json), against 4.21-4.23 TB/s of copy
-# bandwidth: one byte read costs as long as ~61 FLOP.
-ATTENTION_FLOPS_PER_BYTE = 61.0
-# SmolLM2's verification (30 layers, 8k, graph-replayed) took 2.16 ms: ~72 us per layer of kernel
-# latency, as long as reading ~305 MB. A layer is never cheaper than that, whatever its bytes.
-LAYER_LATENCY_BYTES = 305e6
 # The share of the verification's floor the tree attention's arithmetic may add. Fitted on the
 # 8B-shape round costs of 2026-12-01 with the SmolLM2 draft's tau per tree (docs/benchmarks.md, "Node
 # budget"): it picks the tree with the most tokens per ms at 8k (the whole tree), 32k (32 nodes) and
@@ -41,27 +34,11 @@ TREE_ATTENTION_SHARE = 0.5
 
 def context_node_budget(target, context: int, batch: int = 1) -> int:
     """Drafted nodes per row (root excluded) whose tree attention over ``context`` cached tokens stays
-    within ``TREE_ATTENTION_SHARE`` of what the verification must spend anyway.
-
-    Counted per rank for a tensor-parallel target (its weight shard, its heads), so every rank's
-    budget describes the same work; the ranks still agree on the smallest (HeadShard.smallest)."""
-    config = target.config.get_text_config()
-    shards = getattr(target, "tp_size", None) or 1
-    layers = config.num_hidden_layers
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    query_heads, kv_heads = config.num_attention_heads // shards, config.num_key_value_heads // shards
-    itemsize = next(target.parameters()).element_size()
-    weight_bytes = sum(_local(p).numel() * p.element_size() for p in target.parameters())
-    kv_bytes = 2 * layers * kv_heads * head_dim * itemsize * context * batch
-    floor_bytes = max(weight_bytes + kv_bytes, layers * LAYER_LATENCY_BYTES)
-    flops_per_row = 4 * head_dim * query_heads * layers * context * batch  # QK^T and PV, every layer
-    rows = TREE_ATTENTION_SHARE * floor_bytes * ATTENTION_FLOPS_PER_BYTE / flops_per_row
+    within ``TREE_ATTENTION_SHARE`` of what the verification must spend anyway (roofline.py). Counted
+    per rank for a tensor-parallel target; the ranks then agree on the smallest (HeadShard.smallest)."""
+    floor = roofline.floor_bytes(target, context, batch)
+    rows = TREE_ATTENTION_SHARE * floor * roofline.ATTENTION_FLOPS_PER_BYTE / roofline.tree_flops_per_row(target, context, batch)
     return max(1, int(rows) - 1)  # the root is a row too
-
-
-def _local(parameter):
-    """This rank's shard of a DTensor parameter; a plain tensor is already local."""
-    return parameter.to_local() if hasattr(parameter, "to_local") else parameter
 
 
 def node_budget(draft_config, target, batch: int, context: int) -> int:
