@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scale_study's model shape
 
 
 def picked_tree(context: int) -> str:
@@ -27,12 +28,13 @@ def picked_tree(context: int) -> str:
     from hf_longspec import LongSpecDraftConfig
     from hf_longspec.generation.tree_budget import node_budget, tree_within
 
-    shape = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072)
+    from scale_study import LLAMA_8B
+
     with torch.device("meta"):
-        target = LlamaForCausalLM(LlamaConfig(**shape)).to(torch.bfloat16)
+        target = LlamaForCausalLM(LlamaConfig(**LLAMA_8B)).to(torch.bfloat16)
     config = LongSpecDraftConfig()
-    return "-".join(map(str, tree_within(config, node_budget(config, target, 1, context + 128), 128256).widths))
+    return "-".join(map(str, tree_within(config, node_budget(config, target, 1, context + 128),
+                                          LLAMA_8B["vocab_size"]).widths))
 
 
 def main(argv=None):

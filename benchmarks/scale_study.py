@@ -38,7 +38,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.probes import copy_bandwidth
 from hf_longspec.generation import LongSpecDecoder, TreeLayout
 from hf_longspec.generation.decoder import bucketed_capacity
-from hf_longspec.generation.roofline import latency_bound
+from hf_longspec.generation.roofline import latency_bound, read_bytes
 from hf_longspec.generation.tree_budget import node_budget, tree_within
 
 LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -156,14 +156,16 @@ def vanilla_step(target, length: int, device, batch: int = 1, repeats: int = 3) 
     return {"vanilla_static_step_ms": 1000 * (many - one) / 32, "vanilla_first_call_s": first}
 
 
-def floors(config, draft, layout, length: int, bandwidth: float, itemsize: int = 2, batch: int = 1) -> dict:
+def floors(config, draft, layout, length: int, bandwidth: float, batch: int = 1) -> dict:
+    """Bytes floors: vanilla's step reads the weights and the KV once (roofline.read_bytes, the model
+    the node budget uses); a round adds, per drafted depth, the draft, its LM head and its
+    cross-attended target layer."""
+    itemsize = next(draft.target.parameters()).element_size()
     head_dim = config.hidden_size // config.num_attention_heads
-    weights = sum(p.numel() for p in draft.target.parameters()) * itemsize
-    kv_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * itemsize
     draft_weights = sum(p.numel() for p in draft.parameters()) * itemsize
     lm_head = config.vocab_size * config.hidden_size * itemsize
     cross_kv = 2 * config.num_key_value_heads * head_dim * itemsize * length * batch
-    vanilla = weights + kv_token * length * batch
+    vanilla = read_bytes(draft.target, length, batch)
     draft_reads = layout.depth * (draft_weights + lm_head + cross_kv)
     return {"vanilla_floor_ms": 1000 * vanilla / bandwidth, "round_floor_ms": 1000 * (vanilla + draft_reads) / bandwidth,
             "draft_share_of_round_floor": draft_reads / (vanilla + draft_reads),
