@@ -3,6 +3,8 @@ static and of LongSpec per batch size, and LongSpec's speedup, one line per prom
 
     python benchmarks/plot_batch.py docs/results/batch_bench_h200_8000_2026-11-30.json \
         docs/results/batch_bench_h200_4096.json --out docs/figures/batch_h200.png
+
+Crosses: batch 1's speedup on the prompts of that batch, each run alone (batch_bench.py since 2026-12-01).
 """
 
 import argparse
@@ -34,6 +36,9 @@ def main(argv=None):
                         label=f"vanilla static, {label}")
         throughput.plot(batches, [r["longspec_decode_tokens_per_s"] for r in mine], "-o", label=f"LongSpec, {label}")
         speedup.plot(batches, [r["speedup"] for r in mine], "-o", label=f"default tree, {label}")
+        same = [(r["batch"], r["batch1_speedup_same_prompts"]) for r in mine if "batch1_speedup_same_prompts" in r]
+        if same:  # batch 1's speedup on the prompts of each larger batch, each prompt run alone
+            speedup.plot(*zip(*same), "x", markersize=10, label=f"batch 1 on the same prompts, {label}")
         for key in sorted({k for r in mine for k in r if k.startswith("speedup_n")}):  # --max-nodes variants
             points = [(r["batch"], r[key]) for r in mine if key in r]
             speedup.plot(*zip(*points), "*", markersize=11, label=f"tree cut to {key[len('speedup_n'):]} nodes, {label}")

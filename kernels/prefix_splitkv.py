@@ -32,10 +32,13 @@ from ._launch import (
 from ._runtime import streaming_multiprocessor_count, triton_can_run_on
 
 _MAX_ROW_TILE = 128
-# Below this many programs per key split (batch x KV heads x row blocks), rows are tiled by 64, not
-# 128: on the H200 a SmolLM2 verification forward (1 x 3 KV heads, 207 packed rows) took 2.16 ms
-# with 64-row tiles against 2.35 ms with 128, while the Llama-3.1-8B shape (8 KV heads, 276 rows)
-# took 15.66 ms against 13.26 (benchmarks/profile_round.py, "variants").
+# Rows that need more than one 128-row tile are tiled by 64 when fewer than this many programs would
+# share a key split (batch x KV heads x row blocks): on the H200 a SmolLM2 verification forward (1 x 3
+# KV heads, 207 packed rows) took 2.16 ms with 64-row tiles against 2.35 ms with 128, while the
+# Llama-3.1-8B shape (8 KV heads, 276 rows) took 15.66 ms against 13.26 (benchmarks/profile_round.py,
+# "variants"). Rows that fit one 128-row tile keep it: every row tile reads the row's whole KV, and
+# at 128k cached tokens 68 packed rows took 190 us per layer in one tile against 406 in two
+# (benchmarks/attention_tiles.py, 2026-12-01).
 _SMALL_LAUNCH_PROGRAMS = 16
 # Programs per SM to aim for: more than one keeps loads in flight while another program computes.
 _PROGRAMS_PER_SM = 2
@@ -45,12 +48,25 @@ MAX_SPLITS = 128
 
 
 def choose_num_splits(key_len: int, programs_per_split: int, sm_count: int) -> int:
-    """How many key chunks to launch so that about ``_PROGRAMS_PER_SM`` programs land on each SM."""
+    """How many key chunks to launch so that at most ``_PROGRAMS_PER_SM`` programs land on each SM.
+
+    Rounded down: a few programs past full waves make a nearly empty last wave that costs a whole
+    one (batch 4 x 8 KV heads at 32k: 9 splits, 288 programs on 264 slots, 213 us; 4 splits, 161 us).
+    """
     if key_len <= 0:
         return 1
-    wanted = cdiv(_PROGRAMS_PER_SM * sm_count, max(1, programs_per_split))
+    wanted = max(1, (_PROGRAMS_PER_SM * sm_count) // max(1, programs_per_split))
     by_length = max(1, key_len // MIN_KEYS_PER_SPLIT)
     return max(1, min(wanted, by_length, MAX_SPLITS))
+
+
+class Tiles(NamedTuple):
+    """A launch's tiling, to override the default policy (benchmarks/attention_tiles.py sweeps it)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
 
 
 class SplitPlan(NamedTuple):
@@ -65,23 +81,37 @@ class SplitPlan(NamedTuple):
 
 def plan_splits(
     batch: int, num_q_heads: int, num_kv_heads: int, query_len: int, key_len: int, head_dim: int,
-    dtype: torch.dtype, device: torch.device | str, num_splits: int | None = None,
+    dtype: torch.dtype, device: torch.device | str, num_splits: int | None = None, tiles: Tiles | None = None,
 ) -> SplitPlan:
     """Tile sizes and key chunks for :func:`prefix_attn_splitkv` on this shape and device."""
     packed_rows = (num_q_heads // num_kv_heads) * query_len
     block_d = block_d_for(head_dim)
-    # fp32 or D > 128 tiles are twice as wide: half the rows keep shared memory under ~140 KB.
-    wide = dtype == torch.float32 or block_d > 128
-    block_m = block_m_for(packed_rows, _MAX_ROW_TILE // 2 if wide else _MAX_ROW_TILE)
-    if block_m > 64 and batch * num_kv_heads * cdiv(packed_rows, block_m) < _SMALL_LAUNCH_PROGRAMS:
-        block_m = 64
-    block_n, _, _ = launch_config(dtype, block_d, block_m)
+    if tiles is not None:
+        block_m, block_n = tiles.block_m, tiles.block_n
+    else:
+        block_m = default_row_tile(batch, num_kv_heads, packed_rows, dtype, block_d)
+        block_n = launch_config(dtype, block_d, block_m)[0]
+        if block_d == 128 and block_m <= 64 and dtype != torch.float32:
+            # on the H200 (Llama-3.1-8B shape, bf16) 36-64 packed rows against 128k keys took 145-150 us
+            # per layer with 32-key tiles against 161-163 with 64, and 4 rows of 64 against 32k 159
+            # against 217 (benchmarks/attention_tiles.py, 2026-12-01)
+            block_n = 32
     row_blocks = cdiv(packed_rows, block_m)
     if num_splits is None:
         num_splits = choose_num_splits(key_len, row_blocks * batch * num_kv_heads,
                                        streaming_multiprocessor_count(device))
     keys_per_split = cdiv(cdiv(max(key_len, 1), max(1, num_splits)), block_n) * block_n
     return SplitPlan(block_m, block_n, row_blocks, cdiv(max(key_len, 1), keys_per_split), keys_per_split)
+
+
+def default_row_tile(batch: int, num_kv_heads: int, packed_rows: int, dtype: torch.dtype, block_d: int) -> int:
+    """Packed query rows per program: the smallest power-of-two tile that holds them, 64 for small launches."""
+    # fp32 or D > 128 tiles are twice as wide: half the rows keep shared memory under ~140 KB.
+    wide = dtype == torch.float32 or block_d > 128
+    block_m = block_m_for(packed_rows, _MAX_ROW_TILE // 2 if wide else _MAX_ROW_TILE)
+    if packed_rows > 128 and batch * num_kv_heads * cdiv(packed_rows, block_m) < _SMALL_LAUNCH_PROGRAMS:
+        block_m = 64
+    return block_m
 
 
 def _check_seqlens(seqlens, batch: int, device) -> None:
@@ -99,7 +129,7 @@ def _outputs(q: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, t
     return out, new_output(tuple(q.shape[:3]), torch.float32, q.device)
 
 
-def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None) -> None:
+def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None, tiles=None) -> None:
     """Launch the split kernel over ``k``'s first ``key_len`` slots (plus the tree split when ``mask``
     is given: T tree keys after each row's ``seqlens``), then merge the partials into out/lse."""
     from ._attention_core import LOG2E
@@ -110,9 +140,13 @@ def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None)
     key_len = k.shape[2] - (query_len if mask is not None else 0)  # slots a prefix may fill
     packed_rows = (num_q_heads // num_kv_heads) * query_len
     block_d = block_d_for(head_dim)
-    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits)
+    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits,
+                       tiles)
     block_m, block_n, row_blocks, num_splits, keys_per_split = plan
-    _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
+    if tiles is None:
+        _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
+    else:
+        num_warps, num_stages = tiles.num_warps, tiles.num_stages
     launched = num_splits + (1 if mask is not None else 0)
 
     q5, o5, l4 = (grouped_view(t, num_kv_heads) for t in (q, out, lse))
@@ -153,6 +187,7 @@ def prefix_attn_splitkv(
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
     seqlens: torch.Tensor | None = None,
+    tiles: Tiles | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every query row attends every (valid) key; returns ``(out, lse)``.
 
@@ -166,6 +201,7 @@ def prefix_attn_splitkv(
         seqlens: optional (B,) integer device tensor: row b attends only keys [0, seqlens[b]) of a
             preallocated k/v of capacity S. Read by the kernel from memory, never by the host, so
             the launch (and a CUDA graph holding it) is the same for every length.
+        tiles: override the launch's tiling (benchmarks; default: the shape's policy).
 
     Returns:
         out (B, Hq, T, D) in q's dtype (or ``out``'s) and lse (B, Hq, T) float32, natural log.
@@ -184,7 +220,7 @@ def prefix_attn_splitkv(
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens)
+    _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, tiles=tiles)
     return out, lse
 
 
@@ -198,6 +234,7 @@ def cached_tree_attn(
     *,
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
+    tiles: Tiles | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Hybrid tree attention over a preallocated cache: prefix, tree and their merge in two launches.
 
@@ -209,6 +246,7 @@ def cached_tree_attn(
             (ancestor-or-self); every row attends its whole prefix.
         seqlens: (B,) integer device tensor of prefix lengths, read by the kernel (graph-safe).
         out: optional (B, Hq, T, D) tensor of q's dtype or float32 to write into (any strides).
+        tiles: override the launch's tiling (benchmarks; default: the shape's policy).
 
     Returns:
         out (B, Hq, T, D) and lse (B, Hq, T) float32 over prefix and tree together.
@@ -230,5 +268,5 @@ def cached_tree_attn(
     if out.numel() == 0:
         lse.fill_(float("-inf"))
         return out, lse
-    _split_and_combine(q, k_buffer, v_buffer, out, lse, scale, num_splits, seqlens, mask)
+    _split_and_combine(q, k_buffer, v_buffer, out, lse, scale, num_splits, seqlens, mask, tiles)
     return out, lse

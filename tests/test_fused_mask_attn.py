@@ -26,6 +26,7 @@ import hf_longspec.kernels._launch as launch  # noqa: E402
 from hf_longspec.kernels import (  # noqa: E402
     choose_num_splits,
     fused_mask_attn,
+    plan_splits,
     prefix_attn_splitkv,
     triton_can_run_on,
 )
@@ -173,8 +174,21 @@ def test_split_count_fills_the_gpu_and_respects_short_prefixes():
     assert choose_num_splits(100, 8, h200_sms) == 1
     assert choose_num_splits(8192, 8, h200_sms) == 32  # 8k keys / 256 per split
     assert choose_num_splits(131072, 8, h200_sms) == 33  # 264 programs = 2 per SM
-    assert choose_num_splits(131072, 64, h200_sms) == 5
+    assert choose_num_splits(131072, 64, h200_sms) == 4  # rounded down: 320 programs would leave a ragged wave
+    assert choose_num_splits(32768, 32, h200_sms) == 8  # batch 4 x 8 KV heads: 256 programs, not 288
     assert choose_num_splits(10**7, 1, h200_sms) == 128  # capped
+
+
+def test_rows_that_fit_one_row_tile_are_not_split_in_two():
+    """Every row tile reads its row's whole KV: 17 tree rows x 4 heads (68 rows) at 128k took 406 us per
+    layer in two 64-row tiles against 190 in one 128-row tile on the H200; past 128 rows a small launch
+    still takes 64-row tiles (SmolLM2's 207 rows)."""
+    eight_b = plan_splits(1, 32, 8, 17, 130560, 128, torch.bfloat16, "cpu", num_splits=1)
+    assert (eight_b.block_m, eight_b.row_blocks) == (128, 1)
+    smollm2 = plan_splits(1, 9, 3, 69, 8192, 64, torch.bfloat16, "cpu", num_splits=1)
+    assert (smollm2.block_m, smollm2.row_blocks) == (64, 4)
+    fifteen_nodes = plan_splits(1, 32, 8, 16, 130560, 128, torch.bfloat16, "cpu", num_splits=1)
+    assert (fifteen_nodes.block_m, fifteen_nodes.block_n, fifteen_nodes.row_blocks) == (64, 32, 1)
 
 
 # Compiles (no GPU needed: Triton's codegen plus the bundled ptxas) the kernels exactly as the H200
@@ -203,6 +217,9 @@ for has_seqlens in (False, True):  # True: lengths read from memory, as in captu
     compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
                  dict(HAS_SEQLENS=has_seqlens, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
                  num_warps=8, num_stages=3)
+compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
+             dict(HAS_SEQLENS=True, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=32, BLOCK_D=128, HEAD_DIM=128),
+             num_warps=4, num_stages=3)  # the tiles of 64 packed rows or fewer at head dim 128
 # Triton passes an integer argument equal to 1 as a constant (a Python int inside the kernel): a prefix
 # of one key must compile too (it did not, once: ``key_len.to(...)`` on an int).
 compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),

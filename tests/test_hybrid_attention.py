@@ -313,7 +313,7 @@ def test_cached_tree_attention_reads_only_each_rows_prefix_and_tree(
         import hf_longspec.kernels.prefix_splitkv as splitkv
 
         plan = splitkv.plan_splits
-        monkeypatch.setattr(splitkv, "plan_splits", lambda *a, **k: plan(*a[:-1], num_splits))
+        monkeypatch.setattr(splitkv, "plan_splits", lambda *a, **k: plan(*a[:8], num_splits=num_splits))
     gen = generator_for(request)
     batch = len(lengths)
     q = randn(gen, batch, tree_len, kv_heads * group, head_dim, dtype=dtype).transpose(1, 2)
@@ -334,3 +334,21 @@ def test_cached_tree_attention_reads_only_each_rows_prefix_and_tree(
     assert out.shape == (batch, tree_len, kv_heads * group, head_dim) and out.is_contiguous()
     ref_out, ref_lse = torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
     assert_close_attention(out.cpu().transpose(1, 2), None, ref_out, ref_lse, dtype)
+
+
+@pytest.mark.parametrize("tiles", [(16, 32, 4, 2), (32, 16, 4, 3), (64, 32, 4, 3)])
+def test_cached_tree_attention_is_the_same_under_every_tiling(request, tiles):
+    """benchmarks/attention_tiles.py times tilings the default policy does not pick (row tiles smaller
+    than the packed rows, key tiles smaller than a split's tail): they must give the default's result."""
+    from hf_longspec.kernels.prefix_splitkv import Tiles, cached_tree_attn
+
+    if not triton_can_run_on(DEVICE):
+        pytest.skip("Triton cannot run here")
+    gen = generator_for(request)
+    q = randn(gen, 2, 8, 9, 64, dtype=F32).to(DEVICE)  # 4 query heads per KV head x 9 tree rows: 36 packed
+    keys, values = (randn(gen, 2, 2, 400, 64, dtype=F32).to(DEVICE) for _ in range(2))
+    mask = random_tree_mask(9, gen, 2).to(DEVICE)
+    lengths = torch.tensor([350, 123], device=DEVICE)
+    default, default_lse = cached_tree_attn(q, keys, values, mask, lengths)
+    tiled, tiled_lse = cached_tree_attn(q, keys, values, mask, lengths, tiles=Tiles(*tiles), num_splits=5)
+    assert torch.allclose(tiled, default, atol=1e-5) and torch.allclose(tiled_lse, default_lse, atol=1e-5)

@@ -26,12 +26,16 @@ def _shape_only(shape: dict):
 
 def test_the_tree_shrinks_where_its_attention_would_dominate_the_verification():
     """The trees the 2026-12-01 H200 round costs and held-out tau picked per context (docs/benchmarks.md,
-    "Node budget") for the 8B shape with 128 new tokens; SmolLM2 keeps its whole tree up to its 8k."""
+    "Node budget", "Row tiles") for the 8B shape with 128 new tokens; SmolLM2 keeps its whole tree up to
+    its 8k."""
     config = LongSpecDraftConfig()
     llama = _shape_only(LLAMA_8B)
     picked = {length: tree_within(config, node_budget(config, llama, 1, length + 128), LLAMA_8B["vocab_size"]).widths
               for length in (8192, 32768, 130560)}
-    assert picked == {8192: FULL, 32768: (2, 6, 8, 8, 8), 130560: (2, 2, 2, 2)}
+    assert picked == {8192: FULL, 32768: (2, 6, 8, 8, 7), 130560: (2, 4, 4, 3, 2)}
+    # counted in whole 64-row tiles of 4 query heads x tree rows: 16 rows at 128k (the share alone
+    # allows 14), 32 at 32k (the share: 36, whose last 4 rows would open a second tile)
+    assert context_node_budget(llama, 130688) == 15 and context_node_budget(llama, 32896) == 31
     smollm2 = _shape_only(SMOLLM2)
     for length in (1024, 4096, 8192):
         assert tree_within(config, node_budget(config, smollm2, 1, length), SMOLLM2["vocab_size"]).widths == FULL
@@ -43,8 +47,8 @@ def test_the_tree_shrinks_where_its_attention_would_dominate_the_verification():
 def test_a_budget_picks_the_largest_ladder_tree_not_a_depth_first_cut():
     config = LongSpecDraftConfig()
     assert TreeLayout.plan(FULL, 32, 1000).widths == (4, 16, 12)  # what a cap alone would draft
-    assert tree_within(config, 32, 1000).widths == (2, 6, 8, 8, 8)
-    assert tree_within(config, 31, 1000).widths == (2, 4, 4, 3, 3)
+    assert tree_within(config, 32, 1000).widths == (2, 6, 8, 8, 7)
+    assert tree_within(config, 30, 1000).widths == (2, 4, 4, 3, 2)
     assert tree_within(config, 68, 1000).widths == FULL and tree_within(config, None, 1000).widths == FULL
     assert tree_within(config, 5, 1000).widths == (2, 2, 1)  # below the smallest: that one, cut
     # ladder trees are never larger nor deeper than the draft's own (its training drew noise shifts up to

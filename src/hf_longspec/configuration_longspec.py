@@ -29,8 +29,11 @@ DEFAULT_TREE_WIDTHS = (4, 16, 16, 16, 16)
 # Smaller trees for smaller node budgets (a batch, a long context): the best tau per node among the
 # shapes measured on held-out text (H200, bf16, 2k-8k code / prose / chat, 2026-12-01): 32 nodes
 # 2-6-8-8-8 (tau 3.39; the depth-first cut 4-16-12: 2.94), 16 nodes 2-4-4-3-3 (3.00; 4-12: 2.45),
-# 8 nodes 2-2-2-2 (2.52; 1-2-2-2-1: 2.34). The full tree: 3.54.
-DEFAULT_TREE_LADDER = ((2, 6, 8, 8, 8), (2, 4, 4, 3, 3), (2, 2, 2, 2))
+# 8 nodes 2-2-2-2 (2.52; 1-2-2-2-1: 2.34). The full tree: 3.54. Each less its last node (tau 3.36,
+# 2.91, 2.48): with the root, 32, 16 and 8 query rows, which times a power-of-two GQA group fill the
+# attention kernel's row tiles exactly; one row more opens a tile that reads the whole KV again
+# (Llama-3.1-8B shape, 32k: 2-6-8-8-8 15.9 ms per round, 2-6-8-8-7 13.7; docs/benchmarks.md, "Row tiles").
+DEFAULT_TREE_LADDER = ((2, 6, 8, 8, 7), (2, 4, 4, 3, 2), (2, 2, 2, 1))
 
 
 class LongSpecDraftConfig(PretrainedConfig):

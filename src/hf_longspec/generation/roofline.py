@@ -55,6 +55,12 @@ def latency_bound(target, context: int, batch: int = 1) -> bool:
     return latency_bytes(target) >= read_bytes(target, context, batch)
 
 
+def query_heads_per_kv_head(target) -> int:
+    """The GQA group: query heads the attention kernel packs into the rows of one KV head."""
+    _, query_heads, kv_heads, _ = _shape(target)
+    return max(1, query_heads // max(1, kv_heads))
+
+
 def tree_flops_per_row(target, context: int, batch: int = 1) -> int:
     """Tree-attention FLOP per query row (drafted node or root) of every batch row: QK^T and PV."""
     layers, query_heads, _, head_dim = _shape(target)

@@ -29,7 +29,16 @@ from .draft_tree import TreeLayout
 # 8B-shape round costs of 2026-12-01 with the SmolLM2 draft's tau per tree (docs/benchmarks.md, "Node
 # budget"): it picks the tree with the most tokens per ms at 8k (the whole tree), 32k (32 nodes) and
 # 128k (8 nodes), the three points tests/test_tree_budget.py holds it to. Other shapes are untested.
+# Counted in whole row tiles (below) it picks 31 and 15 nodes there: the best measured again after the
+# kernel's row tiles changed (docs/benchmarks.md, "Row tiles").
 TREE_ATTENTION_SHARE = 0.5
+# The attention kernel packs a KV head's query heads x tree rows into tiles of 64 or 128 rows
+# (kernels/prefix_splitkv.py), pads the last, and each tile reads the row's whole KV. So rows are
+# budgeted in whole 64-row tiles, rounded to the nearest: at 128k (8B shape) the share allows 14 rows,
+# 56 packed, and a 15-node tree (64 packed, one tile) verifies as fast as an 8-node one (12.30 against
+# 12.04 ms; its round 17.25 against 16.05 with one more draft depth, for tau 2.91 against 2.52,
+# H200 2026-12-01), while 17 rows (68) would open a second tile.
+PACKED_ROW_TILE = 64
 
 
 def context_node_budget(target, context: int, batch: int = 1) -> int:
@@ -38,6 +47,9 @@ def context_node_budget(target, context: int, batch: int = 1) -> int:
     per rank for a tensor-parallel target; the ranks then agree on the smallest (HeadShard.smallest)."""
     floor = roofline.floor_bytes(target, context, batch)
     rows = TREE_ATTENTION_SHARE * floor * roofline.ATTENTION_FLOPS_PER_BYTE / roofline.tree_flops_per_row(target, context, batch)
+    group = roofline.query_heads_per_kv_head(target)
+    if group * rows >= PACKED_ROW_TILE / 2:  # whole tiles: round the packed rows to the nearest tile
+        rows = max(PACKED_ROW_TILE, round(group * rows / PACKED_ROW_TILE) * PACKED_ROW_TILE) // group
     return max(1, int(rows) - 1)  # the root is a row too
 
 

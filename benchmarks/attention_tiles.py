@@ -1,0 +1,109 @@
+"""Which tiling of the hybrid tree attention kernel is fastest, per verification shape (GPU only).
+
+    PYTHONPATH=src python benchmarks/attention_tiles.py --out DIR [--rep-ms 25]
+
+Why: the verification's attention at the Llama-3.1-8B shape is a few hundred packed query rows (GQA
+group x tree rows) against 32k-128k cached keys; its time depends on the row tile (how often each KV
+head is re-read, how much of a tile is padding), the key tile, warps and pipeline stages, and the
+number of key splits (how well the SMs are filled). This sweeps them for the shapes the node budget
+produces and times ``cached_tree_attn`` (split kernel + combine, one layer) with
+``triton.testing.do_bench`` (median, L2 flushed). Every config's output is compared with the default
+config's before it counts. Prints a table: default against best per shape, and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.kernels.prefix_splitkv import Tiles, cached_tree_attn, plan_splits
+
+# (batch, cached tokens, tree rows = drafted nodes + root), at the 8B shape
+SHAPES = [(1, 32768, 16), (1, 32768, 32), (1, 32768, 33), (1, 32768, 69),
+          (1, 130560, 9), (1, 130560, 16), (1, 130560, 17), (1, 130560, 33),
+          (4, 32768, 9), (4, 32768, 16), (1, 8192, 69)]
+HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+
+
+def inputs(batch, context, rows, device):
+    generator = torch.Generator(device=device).manual_seed(0)
+    capacity = context + rows
+    k = torch.randn(batch, KV_HEADS, capacity, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    v = torch.randn(batch, KV_HEADS, capacity, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    q = torch.randn(batch, HEADS, rows, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    mask = torch.tril(torch.ones(rows, rows, dtype=torch.bool, device=device))
+    seqlens = torch.full((batch,), context, dtype=torch.int32, device=device)
+    return q, k, v, mask, seqlens
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rep-ms", type=int, default=25)
+    args = parser.parse_args(argv)
+    import triton
+    from triton.testing import do_bench
+
+    device = torch.device("cuda")
+    configs = [Tiles(m, n, w, s) for m, n, w, s in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]
+    rows_out = []
+    for batch, context, rows in SHAPES:
+        q, k, v, mask, seqlens = inputs(batch, context, rows, device)
+        default_plan = plan_splits(batch, HEADS, KV_HEADS, rows, context, HEAD_DIM, q.dtype, device)
+        reference, _ = cached_tree_attn(q, k, v, mask, seqlens)
+
+        def timed(tiles=None, splits=None):
+            call = lambda: cached_tree_attn(q, k, v, mask, seqlens, tiles=tiles, num_splits=splits)  # noqa: E731
+            try:
+                out, _ = call()
+            except Exception as error:  # noqa: BLE001 (too much shared memory, or a tile triton refuses)
+                return None, type(error).__name__
+            error = (out.float() - reference.float()).abs().max().item()
+            if not error < 2e-2:
+                return None, f"wrong output (max error {error:.3g})"
+            return do_bench(call, warmup=5, rep=args.rep_ms) * 1e3, None
+
+        default_us, _ = timed()
+        results = []
+        for tiles in configs:
+            us, why = timed(tiles)
+            results.append({"tiles": tiles._asdict(), "us": us, "skipped": why})
+        ranked = sorted((r for r in results if r["us"] is not None), key=lambda r: r["us"])
+        best = ranked[0]
+        best_tiles = Tiles(**best["tiles"])
+        best_plan = plan_splits(batch, HEADS, KV_HEADS, rows, context, HEAD_DIM, q.dtype, device, tiles=best_tiles)
+        splits = {}
+        for factor in (0.5, 2, 4):  # the key splits around the policy's choice, with the best tiles
+            n = max(1, int(best_plan.num_splits * factor))
+            splits[n] = timed(best_tiles, n)[0]
+        row = {"batch": batch, "context": context, "tree_rows": rows, "packed_rows": rows * HEADS // KV_HEADS,
+               "default_plan": default_plan._asdict(), "default_us": default_us, "best": best,
+               "best_plan": best_plan._asdict(), "top5": ranked[:5], "best_tiles_by_splits_us": splits,
+               "all": results}
+        rows_out.append(row)
+        print(json.dumps({key: row[key] for key in ("batch", "context", "tree_rows", "default_us", "best",
+                                                     "best_tiles_by_splits_us")}), flush=True)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "attention_tiles.json").write_text(json.dumps({"machine": machine_info(device, sys.argv),
+                                                              "rows": rows_out}, indent=1, default=str))
+    lines = ["| batch | context | tree rows | packed rows | default (m, n, warps, stages / splits) | default us | "
+             "best | best us | best / default |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows_out:
+        d, b = r["default_plan"], r["best"]["tiles"]
+        lines.append(f"| {r['batch']} | {r['context']} | {r['tree_rows']} | {r['packed_rows']} | {d['block_m']}, "
+                     f"{d['block_n']} / {d['num_splits']} | {r['default_us']:.1f} | {b['block_m']}, {b['block_n']}, "
+                     f"{b['num_warps']}, {b['num_stages']} / {r['best_plan']['num_splits']} | {r['best']['us']:.1f} | "
+                     f"{r['best']['us'] / r['default_us']:.2f} |")
+    (Path(args.out) / "attention_tiles.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
