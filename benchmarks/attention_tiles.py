@@ -1,6 +1,7 @@
 """Which tiling of the hybrid tree attention kernel is fastest, per verification shape (GPU only).
 
     PYTHONPATH=src python benchmarks/attention_tiles.py --out DIR [--rep-ms 25]
+    PYTHONPATH=src python benchmarks/attention_tiles.py --out DIR --quick     # CPU smoke run (Triton interpreter)
 
 Why: the verification's attention at the Llama-3.1-8B shape is a few hundred packed query rows (GQA
 group x tree rows) against 32k-128k cached keys; its time depends on the row tile (how often each KV
@@ -16,46 +17,67 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import torch
 
-from hf_longspec.bench.machine import machine_info
-from hf_longspec.kernels.prefix_splitkv import Tiles, cached_tree_attn, plan_splits
-
-# (batch, cached tokens, tree rows = drafted nodes + root), at the 8B shape
+# (batch, cached tokens, tree rows = drafted nodes + root), at the 8B shape: 32 query heads, 8 KV heads, D 128
 SHAPES = [(1, 32768, 16), (1, 32768, 32), (1, 32768, 33), (1, 32768, 69),
           (1, 130560, 9), (1, 130560, 16), (1, 130560, 17), (1, 130560, 33),
           (4, 32768, 9), (4, 32768, 16), (1, 8192, 69)]
-HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+HEADS_8B = (32, 8, 128)
+QUICK_SHAPES, HEADS_QUICK = [(1, 200, 9), (2, 150, 5)], (4, 1, 16)  # CPU smoke run
 
 
-def inputs(batch, context, rows, device):
+def inputs(batch, context, rows, heads, device, dtype):
+    query_heads, kv_heads, head_dim = heads
     generator = torch.Generator(device=device).manual_seed(0)
     capacity = context + rows
-    k = torch.randn(batch, KV_HEADS, capacity, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
-    v = torch.randn(batch, KV_HEADS, capacity, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
-    q = torch.randn(batch, HEADS, rows, HEAD_DIM, device=device, dtype=torch.bfloat16, generator=generator)
+    k = torch.randn(batch, kv_heads, capacity, head_dim, device=device, generator=generator).to(dtype)
+    v = torch.randn(batch, kv_heads, capacity, head_dim, device=device, generator=generator).to(dtype)
+    q = torch.randn(batch, query_heads, rows, head_dim, device=device, generator=generator).to(dtype)
     mask = torch.tril(torch.ones(rows, rows, dtype=torch.bool, device=device))
     seqlens = torch.full((batch,), context, dtype=torch.int32, device=device)
     return q, k, v, mask, seqlens
+
+
+def timer(device, rep_ms):
+    """Microseconds per call: do_bench on the GPU (median, L2 flushed), one timed call on the CPU."""
+    if device.type == "cuda":
+        from triton.testing import do_bench
+
+        return lambda call: do_bench(call, warmup=5, rep=rep_ms) * 1e3
+    def once(call):
+        begin = time.perf_counter()
+        call()
+        return (time.perf_counter() - begin) * 1e6
+    return once
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--rep-ms", type=int, default=25)
+    parser.add_argument("--quick", action="store_true", help="tiny shapes and two tilings, on the CPU interpreter")
     args = parser.parse_args(argv)
-    import triton
-    from triton.testing import do_bench
+    if args.quick or not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels import triton
+    from hf_longspec.bench.machine import machine_info
+    from hf_longspec.kernels import Tiles, cached_tree_attn, plan_splits
 
-    device = torch.device("cuda")
-    configs = [Tiles(m, n, w, s) for m, n, w, s in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]
+    device = torch.device("cpu" if args.quick else "cuda")
+    dtype = torch.float32 if args.quick else torch.bfloat16
+    shapes, heads = (QUICK_SHAPES, HEADS_QUICK) if args.quick else (SHAPES, HEADS_8B)
+    configs = ([Tiles(16, 16, 4, 2), Tiles(32, 32, 4, 2)] if args.quick else
+               [Tiles(m, n, w, s) for m, n, w, s in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (2, 3, 4))])
+    time_us = timer(device, args.rep_ms)
     rows_out = []
-    for batch, context, rows in SHAPES:
-        q, k, v, mask, seqlens = inputs(batch, context, rows, device)
-        default_plan = plan_splits(batch, HEADS, KV_HEADS, rows, context, HEAD_DIM, q.dtype, device)
+    for batch, context, rows in shapes:
+        q, k, v, mask, seqlens = inputs(batch, context, rows, heads, device, dtype)
+        default_plan = plan_splits(batch, heads[0], heads[1], rows, context, heads[2], q.dtype, device)
         reference, _ = cached_tree_attn(q, k, v, mask, seqlens)
 
         def timed(tiles=None, splits=None):
@@ -67,7 +89,7 @@ def main(argv=None):
             error = (out.float() - reference.float()).abs().max().item()
             if not error < 2e-2:
                 return None, f"wrong output (max error {error:.3g})"
-            return do_bench(call, warmup=5, rep=args.rep_ms) * 1e3, None
+            return time_us(call), None
 
         default_us, _ = timed()
         results = []
@@ -77,12 +99,12 @@ def main(argv=None):
         ranked = sorted((r for r in results if r["us"] is not None), key=lambda r: r["us"])
         best = ranked[0]
         best_tiles = Tiles(**best["tiles"])
-        best_plan = plan_splits(batch, HEADS, KV_HEADS, rows, context, HEAD_DIM, q.dtype, device, tiles=best_tiles)
+        best_plan = plan_splits(batch, heads[0], heads[1], rows, context, heads[2], q.dtype, device, tiles=best_tiles)
         splits = {}
         for factor in (0.5, 2, 4):  # the key splits around the policy's choice, with the best tiles
             n = max(1, int(best_plan.num_splits * factor))
             splits[n] = timed(best_tiles, n)[0]
-        row = {"batch": batch, "context": context, "tree_rows": rows, "packed_rows": rows * HEADS // KV_HEADS,
+        row = {"batch": batch, "context": context, "tree_rows": rows, "packed_rows": rows * heads[0] // heads[1],
                "default_plan": default_plan._asdict(), "default_us": default_us, "best": best,
                "best_plan": best_plan._asdict(), "top5": ranked[:5], "best_tiles_by_splits_us": splits,
                "all": results}

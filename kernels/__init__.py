@@ -6,10 +6,11 @@ package also imports on machines without Triton, and ``TRITON_INTERPRET`` may be
 
 from ._runtime import triton_available, triton_can_run_on, triton_interpreter_enabled
 from .fused_mask_attn import fused_mask_attn
-from .prefix_splitkv import SplitPlan, cached_tree_attn, choose_num_splits, plan_splits, prefix_attn_splitkv
+from .prefix_splitkv import SplitPlan, Tiles, cached_tree_attn, choose_num_splits, plan_splits, prefix_attn_splitkv
 
 __all__ = [
     "SplitPlan",
+    "Tiles",
     "cached_tree_attn",
     "choose_num_splits",
     "fused_mask_attn",

@@ -158,3 +158,19 @@ def test_profile_round_quick_llama_shape(tmp_path, monkeypatch):
     assert all(result["graph"][f"{phase}_ms"] > 0 for phase in ("draft", "verify_forward", "round"))
     assert set(result["phases"]) == {"draft", "verify", "accept_commit"}
     assert all(phase["top_kernels"] for phase in result["phases"].values())
+
+
+def test_attention_tiles_quick(tmp_path, monkeypatch, capsys):
+    """The kernel tiling sweep's CPU smoke run (Triton interpreter): every tiling checked against the
+    default one and timed, the best reported per shape, so the GPU sessions' sweep cannot rot unseen."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    spec = importlib.util.spec_from_file_location("attention_tiles", REPO / "benchmarks" / "attention_tiles.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    sweep.main(["--quick", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "attention_tiles.json").read_text())
+    assert [(row["batch"], row["context"], row["tree_rows"]) for row in result["rows"]] == sweep.QUICK_SHAPES
+    for row in result["rows"]:
+        assert all(entry["us"] > 0 and entry["skipped"] is None for entry in row["all"])  # no tiling refused
+        assert row["best"]["us"] == min(entry["us"] for entry in row["all"])
+    assert "| batch | context | tree rows |" in capsys.readouterr().out

@@ -340,7 +340,7 @@ def test_cached_tree_attention_reads_only_each_rows_prefix_and_tree(
 def test_cached_tree_attention_is_the_same_under_every_tiling(request, tiles):
     """benchmarks/attention_tiles.py times tilings the default policy does not pick (row tiles smaller
     than the packed rows, key tiles smaller than a split's tail): they must give the default's result."""
-    from hf_longspec.kernels.prefix_splitkv import Tiles, cached_tree_attn
+    from hf_longspec.kernels import Tiles, cached_tree_attn
 
     if not triton_can_run_on(DEVICE):
         pytest.skip("Triton cannot run here")
