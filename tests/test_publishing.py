@@ -486,3 +486,35 @@ def test_example_script_assembles_checks_and_dry_runs(draft_dir, tmp_path, capsy
     assert "loads offline by repo id: LongSpecDraftModel" in printed and "checks passed" in printed
     assert (out / "custom_generate" / "generate.py").is_file()
     assert ModelCard.load(out / "README.md").data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_path):
+    """benchmarks/card_measurements.py copies measured rows (the committed H200 decode_bench and tau_curve
+    JSONs of 2026-12-01) into a card's measurements.json: every number on the card traces to a row."""
+    import importlib.util
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("card_measurements", repo / "benchmarks" / "card_measurements.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    decode_json = repo / "docs" / "results" / "decode_bench_h200_2026-12-01.json"
+    tau_json = repo / "docs" / "results" / "candidate_gpu_eval_embedded_2026-12-01.json"
+    out = tmp_path / "measurements.json"
+    assert builder.main(["--tau", str(tau_json), "--decode", str(decode_json), "--out", str(out),
+                         "--note", "a note"]) == 0
+    built = json.loads(out.read_text())
+    decode, tau = json.loads(decode_json.read_text()), json.loads(tau_json.read_text())
+    end_to_end = {(r["task"], r["prompt_tokens"]): r for r in built["runs"] if r.get("speedup")}
+    for row in decode["rows"]:
+        run = end_to_end[(row["kind"], row["length"])]
+        assert run["speedup"] == round(row["longspec"]["speedup_vs_static_median"], 2)
+        assert run["tokens_per_second"] == round(row["longspec"]["median"], 1)
+    held_out = [r for r in built["runs"] if r["new_tokens"] == tau["settings"]["new_tokens"] and "speedup" not in r
+                and r["method"].startswith("LongSpec")]
+    assert len(held_out) == len(tau["rows"]) and built["notes"][-1] == "a note"
+    assert built["environment"]["device"] == "NVIDIA H200" and built["environment"]["dtype"] == "bfloat16"
+    text = render_card(draft_dir, TARGET_REPO, out, repo_id=DRAFT_REPO).text
+    assert "| code | 4096 | 128 | LongSpec (greedy), end to end | 3.85 | 1179.4 | 3.54x |" in text
+    with pytest.raises(ValueError, match="give --tau, --decode or both"):
+        builder.build(None, None, [])

@@ -1,0 +1,85 @@
+"""Build a draft card's measurements.json from the benchmark JSONs that measured it, never by hand.
+
+    python benchmarks/card_measurements.py --tau TAU_CURVE_JSON --decode DECODE_BENCH_JSON \
+        --out model_cards/longspec-smollm2-135m-instruct/measurements.json [--note TEXT ...]
+
+Why: the card (hf_longspec.publishing.card.render_card) shows whatever measurements.json says, so
+that file must be a faithful copy of measured rows. It takes
+- from `benchmarks/tau_curve.py`: held-out tau per (kind, length), the mean over its prompts;
+- from `benchmarks/decode_bench.py`: per (kind, length), vanilla static's and LongSpec's median decode
+  tokens/s, LongSpec's median speedup over vanilla static in the same run, and its median tau;
+and writes the hand-written summary format of hf_longspec.publishing.measurements, with the
+environment read from the JSONs' machine records and one note per source naming its command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _machine(result: dict) -> dict:
+    machine = result.get("machine") or {}
+    return machine[0] if isinstance(machine, list) else machine
+
+
+def tau_runs(result: dict) -> list[dict]:
+    """One run per (kind, length) row of a tau_curve.json."""
+    settings = result.get("settings") or {}
+    widths = settings.get("tree_widths")
+    method = f"LongSpec tree {'-'.join(map(str, widths))} (greedy)" if widths else "LongSpec (greedy)"
+    return [{"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": settings.get("new_tokens"),
+             "method": method, "tau": round(row["tau_mean"], 2)} for row in result["rows"]]
+
+
+def decode_runs(result: dict) -> list[dict]:
+    """Per (kind, length) row of a decode_bench.json: the vanilla static run and LongSpec's run."""
+    new_tokens = (result.get("settings") or {}).get("new_tokens")
+    runs = []
+    for row in result["rows"]:
+        base = {"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": new_tokens}
+        runs.append({**base, "method": "vanilla static (compiled)",
+                     "tokens_per_second": round(row["vanilla_static"]["median"], 1)})
+        longspec = row["longspec"]
+        runs.append({**base, "method": "LongSpec (greedy), end to end",
+                     "tokens_per_second": round(longspec["median"], 1), "tau": round(row["tau_median"], 2),
+                     "speedup": round(longspec["speedup_vs_static_median"], 2)})
+    return runs
+
+
+def environment(*results: dict) -> dict:
+    """Device, dtype and versions from the first machine record; the dates of all sources."""
+    machine = _machine(results[0])
+    dtypes = {(r.get("settings") or {}).get("dtype") for r in results} - {None}
+    return {"device": machine.get("device_name"), "dtype": dtypes.pop() if len(dtypes) == 1 else "bfloat16",
+            "torch": machine.get("torch"), "transformers": machine.get("transformers"),
+            "date": ", ".join(sorted({str(_machine(r).get("date_utc", ""))[:10] for r in results} - {""}))}
+
+
+def build(tau: dict | None, decode: dict | None, notes: list[str]) -> dict:
+    sources = [r for r in (tau, decode) if r is not None]
+    if not sources:
+        raise ValueError("give --tau, --decode or both: a card's measurements must come from measurements")
+    runs = (tau_runs(tau) if tau else []) + (decode_runs(decode) if decode else [])
+    provenance = [f"{name}: `{_machine(r).get('command_line', '?')}` (hf-longspec commit "
+                  f"{str(_machine(r).get('git_commit', '?'))[:7]})"
+                  for name, r in (("held-out tau", tau), ("end to end", decode)) if r is not None]
+    return {"environment": environment(*sources), "runs": runs, "notes": [*provenance, *notes]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tau", help="a benchmarks/tau_curve.py JSON")
+    parser.add_argument("--decode", help="a benchmarks/decode_bench.py JSON")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--note", action="append", default=[], help="a note for the card (repeatable)")
+    args = parser.parse_args(argv)
+    load = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
+    Path(args.out).write_text(json.dumps(build(load(args.tau), load(args.decode), args.note), indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
