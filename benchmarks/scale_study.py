@@ -138,6 +138,10 @@ def vanilla_step(target, length: int, device, batch: int = 1, repeats: int = 3) 
     run once untimed, then `repeats` times; medians. (At a large batch each call is mostly its
     prefill, so fewer repeats keep a batch of 16 at 32k within a device call.)"""
     ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
+    # A fresh compile per (context, batch), as a user serving one shape gets it: without the reset
+    # dynamo compiles the second shape with dynamic sizes, a slower step (the 8k step read 16.53 ms
+    # compiled after 32k on 2026-12-01, 10.53 ms compiled first in that day's earlier run)
+    torch._dynamo.reset()
 
     def call(new):
         if device.type == "cuda":
