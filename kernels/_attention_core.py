@@ -80,6 +80,23 @@ def attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
 
 
 @triton.jit
+def attend_tree_keys(q, k_base, v_base, mask_base, token, row_ok, tree_len, dims, dim_ok,
+                     stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk, m_i, l_i, acc,
+                     qk_scale_log2, BLOCK_N: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """Fold the ``tree_len`` tree keys at ``k_base``/``v_base`` into the running state, each query row
+    seeing the keys its (tree_len, tree_len) mask row allows (its ancestors and itself)."""
+    for start in range(0, tree_len, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        col_ok = cols < tree_len
+        allowed = tl.load(mask_base + token[:, None] * stride_mq + cols[None, :] * stride_mk,
+                          mask=row_ok[:, None] & col_ok[None, :], other=0) != 0
+        m_i, l_i, acc = attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
+                                         stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc,
+                                         qk_scale_log2, DOT_IN_FP32)
+    return m_i, l_i, acc
+
+
+@triton.jit
 def finish_rows(m_i, l_i, acc):
     """Normalise the running state: (out, lse in natural log). Rows that saw nothing: (0, -inf)."""
     seen = l_i > 0.0

@@ -13,7 +13,7 @@ lse tensors as 4-D (B, Hkv, g, T); any layout whose heads split into (Hkv, g) wo
 import triton
 import triton.language as tl
 
-from ._attention_core import attend_key_block, finish_rows, packed_row_block
+from ._attention_core import attend_tree_keys, finish_rows, packed_row_block
 
 
 @triton.jit
@@ -63,15 +63,9 @@ def tree_attention_kernel(
 
     k_base = K + b * stride_kb + kvh * stride_kh
     v_base = V + b * stride_vb + kvh * stride_vh
-    mask_base = MASK + b * stride_mb
-    for start in range(0, tree_len, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        col_ok = cols < tree_len
-        allowed = tl.load(mask_base + token[:, None] * stride_mq + cols[None, :] * stride_mk,
-                          mask=row_ok[:, None] & col_ok[None, :], other=0) != 0
-        m_i, l_i, acc = attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
-                                         stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc,
-                                         qk_scale_log2, DOT_IN_FP32)
+    m_i, l_i, acc = attend_tree_keys(q, k_base, v_base, MASK + b * stride_mb, token, row_ok, tree_len, dims, dim_ok,
+                                     stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk, m_i, l_i, acc,
+                                     qk_scale_log2, BLOCK_N, DOT_IN_FP32)
 
     out, lse = finish_rows(m_i, l_i, acc)
     o_ptrs = (OUT + b * stride_ob + kvh * stride_oh + head_in_group[:, None] * stride_og

@@ -18,7 +18,7 @@ was latency-bound (47 us per launch for SmolLM2 at 8k on the H200, a third of th
 import triton
 import triton.language as tl
 
-from ._attention_core import attend_key_block, finish_rows, packed_row_block
+from ._attention_core import attend_key_block, attend_tree_keys, finish_rows, packed_row_block
 
 
 @triton.jit
@@ -61,15 +61,9 @@ def split_attention_kernel(
         tree_start = tl.cast(key_len, tl.int64)
         k_base = K + b * stride_kb + kvh * stride_kh + tree_start * stride_kt
         v_base = V + b * stride_vb + kvh * stride_vh + tree_start * stride_vt
-        mask_base = MASK + b * stride_mb
-        for start in range(0, query_len, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            col_ok = cols < query_len
-            allowed = tl.load(mask_base + token[:, None] * stride_mq + cols[None, :] * stride_mk,
-                              mask=row_ok[:, None] & col_ok[None, :], other=0) != 0
-            m_i, l_i, acc = attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, allowed,
-                                             stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc,
-                                             qk_scale_log2, DOT_IN_FP32)
+        m_i, l_i, acc = attend_tree_keys(q, k_base, v_base, MASK + b * stride_mb, token, row_ok, query_len, dims,
+                                         dim_ok, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk,
+                                         m_i, l_i, acc, qk_scale_log2, BLOCK_N, DOT_IN_FP32)
     else:
         # This split's keys [lo, lo + split_len); offsets inside it stay small, the base is 64-bit.
         # A split past the row's length sees no key and writes (0, -inf), which the merge ignores.
