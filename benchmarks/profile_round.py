@@ -83,8 +83,8 @@ def kernel_count(prof, cuda: bool) -> float:
 
 def variants(decoder, length: int, device, repeats: int = 20) -> dict:
     """Choices measured side by side, each by replaying the verification forward: the split-KV row tile
-    cap (a cap of 128 still drops to 64 for launches of few programs, see prefix_splitkv), and the split
-    kernel's (BLOCK_N, num_warps, num_stages)."""
+    cap (a cap of 128 still drops to 64 for small launches of more than 128 rows, see prefix_splitkv),
+    and the split kernel's (BLOCK_N, num_warps, num_stages)."""
     import hf_longspec.kernels.prefix_splitkv as splitkv
 
     result = {}
@@ -99,10 +99,12 @@ def variants(decoder, length: int, device, repeats: int = 20) -> dict:
             result[f"verify_graph_ms_row_tile_{tile}"] = 1000 * sorted(cuda_time(replay, repeats, device))[repeats // 2]
         splitkv._MAX_ROW_TILE = kept
         # the split kernel's key block, warps and pipeline stages (None: the library's choice); set by
-        # swapping the module's launch_config for this benchmark only (the library keeps no knob)
-        default_launch = splitkv.launch_config
+        # swapping the module's default_tiles for this benchmark only (a model forward passes no tiles)
+        default_tiles = splitkv.default_tiles
         for launch in (None, (128, 8, 2), (64, 4, 3), (64, 8, 4), (32, 4, 4)):
-            splitkv.launch_config = default_launch if launch is None else (lambda *args, fixed=launch: fixed)
+            splitkv.default_tiles = default_tiles if launch is None else (
+                lambda *args, fixed=launch: default_tiles(*args)._replace(
+                    block_n=fixed[0], num_warps=fixed[1], num_stages=fixed[2]))
             decoder.cache.lengths.fill_(length)
             try:
                 replay = capture(lambda: decoder._verify(), device)
@@ -110,7 +112,7 @@ def variants(decoder, length: int, device, repeats: int = 20) -> dict:
             except Exception as error:  # noqa: BLE001 - a config that does not fit shared memory
                 ms = f"failed: {type(error).__name__}"
             result["verify_graph_ms_launch_" + ("default" if launch is None else "-".join(map(str, launch)))] = ms
-        splitkv.launch_config = default_launch
+        splitkv.default_tiles = default_tiles
     return result
 
 

@@ -77,41 +77,42 @@ class SplitPlan(NamedTuple):
     row_blocks: int
     num_splits: int
     keys_per_split: int
+    num_warps: int
+    num_stages: int
 
 
 def plan_splits(
     batch: int, num_q_heads: int, num_kv_heads: int, query_len: int, key_len: int, head_dim: int,
     dtype: torch.dtype, device: torch.device | str, num_splits: int | None = None, tiles: Tiles | None = None,
 ) -> SplitPlan:
-    """Tile sizes and key chunks for :func:`prefix_attn_splitkv` on this shape and device."""
+    """Tiles and key chunks for :func:`prefix_attn_splitkv` on this shape and device (``tiles``: a
+    benchmark's override of :func:`default_tiles`)."""
     packed_rows = (num_q_heads // num_kv_heads) * query_len
-    block_d = block_d_for(head_dim)
-    if tiles is not None:
-        block_m, block_n = tiles.block_m, tiles.block_n
-    else:
-        block_m = default_row_tile(batch, num_kv_heads, packed_rows, dtype, block_d)
-        block_n = launch_config(dtype, block_d, block_m)[0]
-        if block_d == 128 and block_m <= 64 and dtype != torch.float32:
-            # on the H200 (Llama-3.1-8B shape, bf16) 36-64 packed rows against 128k keys took 145-150 us
-            # per layer with 32-key tiles against 161-163 with 64, and 4 rows of 64 against 32k 159
-            # against 217 (benchmarks/attention_tiles.py, 2026-12-01)
-            block_n = 32
-    row_blocks = cdiv(packed_rows, block_m)
+    tiles = tiles or default_tiles(batch, num_kv_heads, packed_rows, dtype, block_d_for(head_dim))
+    row_blocks = cdiv(packed_rows, tiles.block_m)
     if num_splits is None:
         num_splits = choose_num_splits(key_len, row_blocks * batch * num_kv_heads,
                                        streaming_multiprocessor_count(device))
-    keys_per_split = cdiv(cdiv(max(key_len, 1), max(1, num_splits)), block_n) * block_n
-    return SplitPlan(block_m, block_n, row_blocks, cdiv(max(key_len, 1), keys_per_split), keys_per_split)
+    keys_per_split = cdiv(cdiv(max(key_len, 1), max(1, num_splits)), tiles.block_n) * tiles.block_n
+    return SplitPlan(tiles.block_m, tiles.block_n, row_blocks, cdiv(max(key_len, 1), keys_per_split), keys_per_split,
+                     tiles.num_warps, tiles.num_stages)
 
 
-def default_row_tile(batch: int, num_kv_heads: int, packed_rows: int, dtype: torch.dtype, block_d: int) -> int:
-    """Packed query rows per program: the smallest power-of-two tile that holds them, 64 for small launches."""
+def default_tiles(batch: int, num_kv_heads: int, packed_rows: int, dtype: torch.dtype, block_d: int) -> Tiles:
+    """The split kernel's tiling: the smallest power-of-two row tile that holds the packed rows (64 for
+    small launches of more than one 128-row tile), then key block, warps and stages for it."""
     # fp32 or D > 128 tiles are twice as wide: half the rows keep shared memory under ~140 KB.
     wide = dtype == torch.float32 or block_d > 128
     block_m = block_m_for(packed_rows, _MAX_ROW_TILE // 2 if wide else _MAX_ROW_TILE)
     if packed_rows > 128 and batch * num_kv_heads * cdiv(packed_rows, block_m) < _SMALL_LAUNCH_PROGRAMS:
         block_m = 64
-    return block_m
+    block_n, num_warps, num_stages = launch_config(dtype, block_d, block_m)
+    if block_d == 128 and block_m <= 64 and not wide:
+        # on the H200 (Llama-3.1-8B shape, bf16) 36-64 packed rows against 128k keys took 145-150 us
+        # per layer with 32-key blocks against 161-163 with 64, and 4 rows of 64 against 32k 159
+        # against 217; it lost on two other shapes (benchmarks/attention_tiles.py, 2026-12-01)
+        block_n = 32
+    return Tiles(block_m, block_n, num_warps, num_stages)
 
 
 def _check_seqlens(seqlens, batch: int, device) -> None:
@@ -142,11 +143,7 @@ def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None,
     block_d = block_d_for(head_dim)
     plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits,
                        tiles)
-    block_m, block_n, row_blocks, num_splits, keys_per_split = plan
-    if tiles is None:
-        _, num_warps, num_stages = launch_config(q.dtype, block_d, block_m)
-    else:
-        num_warps, num_stages = tiles.num_warps, tiles.num_stages
+    block_m, block_n, row_blocks, num_splits, keys_per_split, num_warps, num_stages = plan
     launched = num_splits + (1 if mask is not None else 0)
 
     q5, o5, l4 = (grouped_view(t, num_kv_heads) for t in (q, out, lse))

@@ -13,13 +13,5 @@ for draft in embedded .carry/candidate/final_bf16; do
   timeout ${EVAL_LIMIT:-150} python benchmarks/tau_curve.py --out "$OUT/eval/$name" --draft "$draft" \
     --lengths 2048 4096 8000 --kinds code prose chat multilingual --prompts 3 --new-tokens 128 --device cuda \
     --dtype bfloat16 --no-compile > "$OUT/eval/$name.log" 2>&1
-  python - "$OUT/eval/$name/tau_curve.json" "$name" <<'PY' || tail -3 "$OUT/eval/$name.log"
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))
-by = {}
-for run in r["runs"]:
-    by.setdefault(run["kind"], []).append(run["tau"])
-print(sys.argv[2], "mean tau", round(statistics.mean(run["tau"] for run in r["runs"]), 3),
-      {k: round(statistics.mean(v), 2) for k, v in by.items()}, "skipped", r.get("skipped_kinds"))
-PY
+  python benchmarks/device/tau_summary.py "$OUT/eval/$name/tau_curve.json" "$name" || tail -3 "$OUT/eval/$name.log"
 done

@@ -8,13 +8,5 @@ for tree in ${TREES:-4-16-16-16-16 2-6-8-8-7 2-4-4-3-2 2-2-2-1}; do
   timeout ${TREE_LIMIT:-60} python benchmarks/tau_curve.py --out "$OUT/trees/$tree" --lengths 2048 4096 8000 \
     --kinds code prose chat --prompts 2 --new-tokens 128 --device cuda --dtype bfloat16 --no-compile \
     --tree-widths ${tree//-/ } > "$OUT/trees/$tree.log" 2>&1
-  python - "$OUT/trees/$tree/tau_curve.json" "$tree" <<'PY' || tail -2 "$OUT/trees/$tree.log"
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))
-taus = [run["tau"] for run in r["runs"]]
-by = {}
-for run in r["runs"]:
-    by.setdefault(run["kind"], []).append(run["tau"])
-print(sys.argv[2], "mean tau", round(statistics.mean(taus), 3), {k: round(statistics.mean(v), 2) for k, v in by.items()})
-PY
+  python benchmarks/device/tau_summary.py "$OUT/trees/$tree/tau_curve.json" "$tree" || tail -2 "$OUT/trees/$tree.log"
 done
