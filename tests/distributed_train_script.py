@@ -16,7 +16,7 @@ from conftest import tiny_llama  # noqa: E402
 from conftest import ByteTokenizer  # noqa: E402
 
 from hf_longspec import LongSpecDraftModel  # noqa: E402
-from hf_longspec.training.run import TrainRecipe, close_process_group, train_draft  # noqa: E402
+from hf_longspec.training.run import TrainRecipe, exit_distributed_process, train_draft  # noqa: E402
 
 
 def fsdp_on_cpu() -> None:
@@ -71,7 +71,7 @@ def main():
     check_target_replicated(target)
     if os.environ.get("RANK", "0") == "0":  # how the draft was trained: FSDPLongSpecDraftModel under FSDP2
         Path(f"{args.output}-wrapper.txt").write_text(type(trained).__name__)
-    close_process_group()
+    exit_distributed_process(0)
 
 
 if __name__ == "__main__":

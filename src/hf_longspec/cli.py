@@ -92,7 +92,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .training.run import TrainRecipe, close_process_group, train_draft
+    from .training.run import TrainRecipe, exit_distributed_process, train_draft
 
     check_target_arg(args.target, args.gguf_file)
     recipe = TrainRecipe(
@@ -129,8 +129,8 @@ def cmd_train(args) -> int:
         _check_positive(sliding_window=args.sliding_window)
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
-    close_process_group()
     print(f"draft saved to {args.output}/final")
+    exit_distributed_process(0)  # a torchrun / accelerate rank ends here; a single process returns
     return 0
 
 
