@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -63,6 +62,8 @@ from hf_longspec.attention import (  # noqa: E402
     prefix_backend_available,
     set_prefix_backend,
 )
+from hf_longspec.bench.kernel_timing import median_time_us  # noqa: E402
+from hf_longspec.testing import random_tree_mask  # noqa: E402
 from hf_longspec.kernels import fused_mask_attn, plan_splits, triton_can_run_on  # noqa: E402
 from hf_longspec.kernels._runtime import streaming_multiprocessor_count  # noqa: E402
 
@@ -102,20 +103,6 @@ class AttentionModule(torch.nn.Module):
 
 # ---------------------------------------------------------------- timing and the machine
 
-def median_time_us(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        import triton.testing
-
-        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
-    fn()
-    samples = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
-
-
 def measure_machine(device: torch.device, quick: bool) -> dict:
     """Copy bandwidth (bytes read + written per second) and the bf16 matmul rate (FLOP/s)."""
     numel = (1 << 20) if quick else (1 << 30)  # 2 GiB of bf16 on the GPU
@@ -145,17 +132,6 @@ def floor_us(shape: Shape, context: int, tree: int, machine: dict) -> tuple[floa
 
 
 # ---------------------------------------------------------------- inputs and references
-
-def random_tree_mask(tree: int, generator: torch.Generator) -> torch.Tensor:
-    """Ancestor-or-self mask of a random tree whose parents precede their children."""
-    parents = [-1] + [int(torch.randint(0, node, (), generator=generator)) for node in range(1, tree)]
-    mask = torch.eye(tree, dtype=torch.bool)
-    for node, parent in enumerate(parents):
-        while parent >= 0:
-            mask[node, parent] = True
-            parent = parents[parent]
-    return mask
-
 
 def make_inputs(shape: Shape, context: int, tree: int, device: torch.device, seed: int) -> dict:
     generator = torch.Generator().manual_seed(seed)

@@ -20,7 +20,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -45,19 +44,6 @@ def inputs(batch, context, rows, heads, device, dtype):
     return q, k, v, mask, seqlens
 
 
-def timer(device, rep_ms):
-    """Microseconds per call: do_bench on the GPU (median, L2 flushed), one timed call on the CPU."""
-    if device.type == "cuda":
-        from triton.testing import do_bench
-
-        return lambda call: do_bench(call, warmup=5, rep=rep_ms) * 1e3
-    def once(call):
-        begin = time.perf_counter()
-        call()
-        return (time.perf_counter() - begin) * 1e6
-    return once
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -67,6 +53,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick or not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels import triton
+    from hf_longspec.bench.kernel_timing import median_time_us
     from hf_longspec.bench.machine import machine_info
     from hf_longspec.kernels import Tiles, cached_tree_attn, plan_splits
 
@@ -75,7 +62,7 @@ def main(argv=None):
     shapes, heads = (QUICK_SHAPES, HEADS_QUICK) if args.quick else (SHAPES, HEADS_8B)
     configs = ([Tiles(16, 16, 4, 2), Tiles(32, 32, 4, 2)] if args.quick else
                [Tiles(m, n, w, s) for m, n, w, s in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (2, 3, 4))])
-    time_us = timer(device, args.rep_ms)
+    time_us = lambda call: median_time_us(call, device, warmup=5, rep_ms=args.rep_ms, cpu_repeats=1)  # noqa: E731
     rows_out = []
     for batch, context, rows in shapes:
         q, k, v, mask, seqlens = inputs(batch, context, rows, heads, device, dtype)

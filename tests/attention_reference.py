@@ -6,6 +6,8 @@ import zlib
 
 import torch
 
+from hf_longspec.testing import ancestor_or_self_mask, random_parents, random_tree_mask  # noqa: F401 (re-exported)
+
 # ||out - ref|| / ||ref|| bounds per input dtype; the same numbers bound max |lse - ref| / max(1, |ref|).
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
@@ -17,36 +19,6 @@ def generator_for(request) -> torch.Generator:
 
 def randn(generator: torch.Generator, *shape, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(*shape, generator=generator) * scale).to(dtype)
-
-
-def random_parents(tree_len: int, generator: torch.Generator, forest: bool = False) -> list[int]:
-    """parents[i] < i (a topologically ordered tree); node 0 is a root, and with ``forest`` others may be."""
-    parents = [-1]
-    for node in range(1, tree_len):
-        if forest and torch.rand((), generator=generator) < 0.2:
-            parents.append(-1)
-        else:
-            parents.append(int(torch.randint(0, node, (), generator=generator)))
-    return parents
-
-
-def ancestor_or_self_mask(parents: list[int]) -> torch.Tensor:
-    """bool (T, T): row i may attend column j iff j is i or an ancestor of i."""
-    tree_len = len(parents)
-    mask = torch.eye(tree_len, dtype=torch.bool)
-    for node, parent in enumerate(parents):
-        while parent >= 0:
-            mask[node, parent] = True
-            parent = parents[parent]
-    return mask
-
-
-def random_tree_mask(tree_len: int, generator: torch.Generator, batch: int | None = None) -> torch.Tensor:
-    """(T, T), or (B, T, T) with a different random tree per batch row."""
-    if batch is None:
-        return ancestor_or_self_mask(random_parents(tree_len, generator))
-    return torch.stack([ancestor_or_self_mask(random_parents(tree_len, generator, forest=b % 2 == 1))
-                        for b in range(batch)])
 
 
 def tree_depths(parents: list[int]) -> list[int]:

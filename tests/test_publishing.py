@@ -147,6 +147,30 @@ def test_card_reports_only_measured_numbers_and_the_recipe(draft_dir, tmp_path):
     assert "Last logged training loss: 2.2500 at step 300." in text
 
 
+def test_card_states_the_text_training_actually_read_and_where_it_started(draft_dir):
+    """A mix asks for shares; a machine without some source gives others (the chat-tuned draft asked
+    for 25% chat and 11% man pages and read 2.5% and none). The card states what training read,
+    from training_data.json, and that the draft continued from trained weights, not the asked mix."""
+    from hf_longspec.training.run import TrainRecipe
+
+    recipe = TrainRecipe(output_dir="runs/chat", max_steps=20, seq_len=512, max_tokens=1_000_000,
+                         corpus_mix="chat", init_draft="embedded")
+    (draft_dir / "training_recipe.json").write_text(json.dumps(asdict(recipe)))
+    (draft_dir / "training_data.json").write_text(json.dumps({
+        "code": {"weight": 0.225, "tokens": 860_000, "documents": 40, "share": 0.86},
+        "man": {"weight": 0.1125, "tokens": 0, "documents": 0, "share": 0.0},
+        "chat": {"weight": 0.25, "tokens": 140_000, "documents": 64, "share": 0.14},
+    }))
+
+    text = render_card(draft_dir, TARGET_REPO, repo_id=DRAFT_REPO).text
+
+    assert ("Training data: local text only, nothing downloaded, 1,000,000 tokens read in 512-token chunks: "
+            "code 86.0% (860,000 tokens from 40 documents; asked 22.5%)") in text
+    assert "chat 14.0% (140,000 tokens from 64 documents; asked 25.0%)" in text
+    assert "man: asked 11.2%, none on the training machine" in text
+    assert "Training started from the trained draft `embedded`" in text
+
+
 def test_card_reads_the_bench_json_of_hf_longspec_bench(draft_dir, tmp_path):
     """The keys `hf-longspec bench` writes (schema hf-longspec-bench/1), one row per method and length."""
     def row(method, label, length, decode_rate, vs_eager, vs_sdpa, tau=None, exact=None, per_forward=1.0):

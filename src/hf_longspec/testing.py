@@ -1,4 +1,4 @@
-"""Drafts that know the answer, for tests and GPU checks of exactness.
+"""Drafts that know the answer, for tests and GPU checks of exactness; random trees for kernel tests and benchmarks.
 
 `SteeredDraft`: the REAL draft runs every decode step (ring buffer, cross-attention on the live
 target cache, tree self-attention); only its returned logits are rewritten so that, wherever a
@@ -88,3 +88,35 @@ class SteeredDraft(LongSpecDraftModel):
         steered = x.scatter(-1, wanted, placed)
         steered = steered + self.boost * (steered >= placed)  # the r tokens above it, and itself
         return torch.where(on_reference[..., None], steered, x).to(logits.dtype)
+
+
+# ---------------------------------------------------------------- random trees, for kernel tests and benchmarks
+
+def random_parents(tree_len: int, generator: torch.Generator, forest: bool = False) -> list[int]:
+    """parents[i] < i (a topologically ordered tree); node 0 is a root, and with ``forest`` others may be."""
+    parents = [-1]
+    for node in range(1, tree_len):
+        if forest and torch.rand((), generator=generator) < 0.2:
+            parents.append(-1)
+        else:
+            parents.append(int(torch.randint(0, node, (), generator=generator)))
+    return parents
+
+
+def ancestor_or_self_mask(parents: list[int]) -> torch.Tensor:
+    """bool (T, T): row i may attend column j iff j is i or an ancestor of i."""
+    tree_len = len(parents)
+    mask = torch.eye(tree_len, dtype=torch.bool)
+    for node, parent in enumerate(parents):
+        while parent >= 0:
+            mask[node, parent] = True
+            parent = parents[parent]
+    return mask
+
+
+def random_tree_mask(tree_len: int, generator: torch.Generator, batch: int | None = None) -> torch.Tensor:
+    """(T, T), or (B, T, T) with a different random tree per batch row."""
+    if batch is None:
+        return ancestor_or_self_mask(random_parents(tree_len, generator))
+    return torch.stack([ancestor_or_self_mask(random_parents(tree_len, generator, forest=b % 2 == 1))
+                        for b in range(batch)])

@@ -11,7 +11,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from ..configuration_longspec import LongSpecDraftConfig
 from ..corpus import SOURCE_DESCRIPTIONS, parse_mix
-from .draft_files import CARD_FILE, RECIPE_FILE, TRAINING_LOG_FILE, draft_tensor_infos, read_json
+from .draft_files import CARD_FILE, RECIPE_FILE, TRAINING_DATA_FILE, TRAINING_LOG_FILE, draft_tensor_infos, read_json
 from .measurements import BenchmarkResults, BenchmarkRun, load_benchmark
 from .package_files import card_template_path
 
@@ -102,16 +102,22 @@ def _layer_label(config: LongSpecDraftConfig) -> str:
 def _training_facts(folder: Path, training_command: str | None) -> dict:
     recipe = read_json(folder / RECIPE_FILE)
     return {
-        "training_data": _training_data(recipe),
+        "training_data": _training_data(recipe, read_json(folder / TRAINING_DATA_FILE)),
         "training_command": training_command,
         "recipe": [(_cell(name), _cell(json.dumps(value))) for name, value in recipe.items()] if recipe else [],
         "final_loss": _final_loss(read_json(folder / TRAINING_LOG_FILE)),
     }
 
 
-def _training_data(recipe: dict | None) -> str:
+def _training_data(recipe: dict | None, read: dict | None = None) -> str:
+    """What went in: the sources training read (training_data.json) when recorded, else the recipe's
+    asked kinds or mix; plus the weights it started from."""
     if not recipe:
         return "not recorded."
+    start = f" Training started from the trained draft `{recipe['init_draft']}`." if recipe.get("init_draft") else ""
+    chunks = f" in {recipe['seq_len']}-token chunks" if recipe.get("seq_len") else ""
+    if read:
+        return f"local text only, nothing downloaded, {_sources_read(read)}{chunks}: {_shares_read(read)}.{start}"
     kinds = recipe.get("kinds") or []
     described = "; ".join(f"{kind}: {TEXT_KIND_DESCRIPTIONS.get(kind, kind)}" for kind in kinds) or "not recorded"
     if recipe.get("corpus_mix"):
@@ -123,8 +129,25 @@ def _training_data(recipe: dict | None) -> str:
                               for name, weight in weights.items() if weight > 0) or "not recorded"
     limit = recipe.get("max_tokens")
     budget = f", at most {limit:,} tokens" if isinstance(limit, int) else ""
-    chunks = f" in {recipe['seq_len']}-token chunks" if recipe.get("seq_len") else ""
-    return f"local text only, nothing downloaded ({described}){chunks}{budget}."
+    return f"local text only, nothing downloaded ({described}){chunks}{budget}.{start}"
+
+
+def _sources_read(read: dict) -> str:
+    return f"{sum(int(source.get('tokens') or 0) for source in read.values()):,} tokens read"
+
+
+def _shares_read(read: dict) -> str:
+    """Per source, largest first: its share of what was read and what the mix asked of it."""
+    parts = []
+    for name, source in sorted(read.items(), key=lambda item: -(item[1].get("tokens") or 0)):
+        asked = f"asked {source['weight']:.1%}" if source.get("weight") is not None else "asked ?"
+        if not source.get("tokens"):
+            parts.append(f"{name}: {asked}, none on the training machine")
+            continue
+        parts.append(f"{name} {source.get('share', 0):.1%} ({source['tokens']:,} tokens from "
+                     f"{source.get('documents', '?'):,} documents; {asked}): "
+                     f"{TEXT_KIND_DESCRIPTIONS.get(name, name)}")
+    return "; ".join(parts)
 
 
 def _final_loss(log) -> str | None:

@@ -10,6 +10,7 @@ from safetensors import safe_open
 
 RECIPE_FILE = "training_recipe.json"
 TRAINING_LOG_FILE = "training_log.json"
+TRAINING_DATA_FILE = "training_data.json"  # what each corpus source really gave (training.data mix_report)
 CARD_FILE = "README.md"
 IGNORED_PARTS = {".git", ".cache", "__pycache__"}  # never uploaded (huggingface_hub skips .git, .cache too)
 
