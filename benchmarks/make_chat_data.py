@@ -39,6 +39,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length limit")
     parser.add_argument("--sources", nargs="+", default=list(DEFAULT_CHAT_SOURCES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--continuation-share", type=float, default=0.0,
+                        help="share of prompts that are the bare document, continued by the target (task 'continue')")
     parser.add_argument("--batch-size", type=int, default=16,
                         help="prompts answered per generate() call (left-padded; 1: one at a time)")
     parser.add_argument("--draft", default="none",
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
             draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype)
             extra["assistant_model"] = draft.to(reference.device).eval().bind(target)
     prompts = build_chat_prompts(tokenizer, args.num_prompts, args.document_tokens, tuple(args.sources),
-                                 split=args.split, seed=args.seed)
+                                 split=args.split, seed=args.seed, continuation_share=args.continuation_share)
     print(f"{len(prompts)} prompts ({time.perf_counter() - started:.0f} s)", flush=True)
     sequences = []
     step = 4 * args.batch_size  # progress lines between groups of batches
@@ -79,6 +81,7 @@ def main(argv=None) -> int:
         "prompt_tokens_mean": sum(r["prompt_tokens"] for r in records) / max(len(records), 1),
         "answer_tokens_mean": sum(answers) / max(len(answers), 1),
         "by_source": {s: sum(r["origin"] == s for r in records) for s in sorted({r["origin"] for r in records})},
+        "by_task": {t: sum(r["task"] == t for r in records) for t in sorted({r["task"] for r in records})},
         "seconds": time.perf_counter() - started,
     }
     Path(str(path) + ".summary.json").write_text(json.dumps(summary, indent=2))

@@ -259,6 +259,27 @@ def test_chat_data_round_trip(machine, tmp_path):
     assert any(flat[:len(s)] == s for s in sequences)
 
 
+def test_continuation_prompts_are_bare_documents_the_target_continues(machine):
+    """With continuation_share, prompts are the plain document (no chat template, task "continue");
+    at share 0 the prompts are exactly the chat prompts of before (same seed, same draws)."""
+    tokenizer = chat_tokenizer()
+    kwargs = dict(document_tokens=120, sources=("code", "man"), split="train", roots=machine, seed=3)
+    chat = build_chat_prompts(tokenizer, 6, **kwargs)
+    # the tasks that seed 3 drew before continuation prompts existed (commit e43d333)
+    assert [p.task for p in chat] == ["explain", "key-points", "review", "explain", "summarize", "summarize"]
+    assert build_chat_prompts(tokenizer, 6, continuation_share=0.0, **kwargs) == chat
+    bare = build_chat_prompts(tokenizer, 6, continuation_share=1.0, **kwargs)
+    assert [p.task for p in bare] == ["continue"] * 6 and [p.files for p in bare] == [p.files for p in chat]
+    for prompt in bare:
+        text = tokenizer.decode(prompt.input_ids)
+        assert "<|im_start|>" not in text and text == text.strip() and len(prompt.input_ids) >= 100
+    assert all(tokenizer.decode(b.input_ids) in tokenizer.decode(c.input_ids) for b, c in zip(bare, chat))
+    mixed = build_chat_prompts(tokenizer, 12, continuation_share=0.5, **kwargs)
+    assert {"continue"} < {p.task for p in mixed}
+    with pytest.raises(ValueError, match="continuation_share must be in"):
+        build_chat_prompts(tokenizer, 2, continuation_share=1.5, **kwargs)
+
+
 def test_recipe_defaults_to_the_wide_mix_and_cli_options():
     from hf_longspec.cli import build_parser
     from hf_longspec.training.run import TrainRecipe

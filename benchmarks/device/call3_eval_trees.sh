@@ -3,12 +3,14 @@
 # the embedded model; held-out tau of the ladder's trees (tau_trees.sh); then the chat-tuned candidate
 # draft (.carry/candidate/final_bf16, ignored by git) against the shipped one, bf16, same prompts:
 # 2k/4k/8k code, prose, chat (multilingual where the machine has the text), 3 prompts each.
+# CANDIDATE=/tmp/x2_long/final_bf16 SKIP_TREES=1 (no carry, right after call3_train_chat.sh on the same
+# warm machine): the draft that call just trained instead.
 set -u
 source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 [ -n "${SKIP_TREES:-}" ] || bash benchmarks/device/tau_trees.sh
 mkdir -p "$OUT/eval"
-for draft in embedded .carry/candidate/final_bf16; do
+for draft in embedded ${CANDIDATE:-.carry/candidate/final_bf16}; do
   name=$(basename "$draft")
   timeout ${EVAL_LIMIT:-150} python benchmarks/tau_curve.py --out "$OUT/eval/$name" --draft "$draft" \
     --lengths 2048 4096 8000 --kinds code prose chat multilingual --prompts 3 --new-tokens 128 --device cuda \

@@ -6,7 +6,10 @@ Three steps, each usable alone:
 
 1. `build_chat_prompts(tokenizer, ...)`: user turns such as "Summarize the following file:" or
    "What does this code do?" around long documents of the corpus (one split only), rendered with
-   the target's own chat template (`tokenizer.apply_chat_template`);
+   the target's own chat template (`tokenizer.apply_chat_template`); with `continuation_share`, that
+   share of the prompts is instead the bare document (task "continue"), so the target continues the
+   text itself: the draft then learns the target's own continuation of plain code and prose, the
+   context it drafts in when a user's prompt is a long document without an instruction;
 2. `generate_chat_answers(target, tokenizer, prompts, max_new_tokens)`: greedy answers from the
    target, returned as token sequences prompt + answer;
 3. `chat_records` + `write_chat_jsonl` / `read_chat_jsonl`: one JSON object per line, which the
@@ -49,6 +52,7 @@ MULTILINGUAL_TASKS = (
     ("summarize-en", "{document}\n\nWhat language is the text above written in? Summarize it in English."),
 )
 TASKS_BY_SOURCE = {"code": CODE_TASKS, "pylib": CODE_TASKS, "multilingual": MULTILINGUAL_TASKS}
+CONTINUE_TASK = "continue"  # no instruction, no chat template: the document itself, continued by the target
 DEFAULT_CHAT_SOURCES = ("code", "pylib", "docs", "man", "changelog", "multilingual")
 
 
@@ -74,11 +78,14 @@ def _render(tokenizer, messages: list[dict]) -> list[int]:
 
 def build_chat_prompts(tokenizer, num_prompts: int, document_tokens: int = 2048, sources=DEFAULT_CHAT_SOURCES,
                        split: str = "train", seed: int = 0, roots=None,
-                       system_prompt: str | None = None) -> list[ChatPrompt]:
+                       system_prompt: str | None = None, continuation_share: float = 0.0) -> list[ChatPrompt]:
     """`num_prompts` chat prompts, sources taken in turn, each over `document_tokens` tokens of
-    whole files of that source and split (concatenated, then cut). Sources without files are skipped."""
+    whole files of that source and split (concatenated, then cut). Sources without files are skipped.
+    A `continuation_share` of them (drawn per prompt) is the bare document, task "continue"."""
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+    if not 0.0 <= continuation_share <= 1.0:
+        raise ValueError(f"continuation_share must be in [0, 1], got {continuation_share!r}")
     rng = random.Random(seed)
     pools = {}
     for source in sources:
@@ -97,11 +104,19 @@ def build_chat_prompts(tokenizer, num_prompts: int, document_tokens: int = 2048,
         text, files = _document(tokenizer, pools[source], document_tokens)
         if not text:
             continue
+        if continuation_share and rng.random() < continuation_share:  # no draw at 0: old seeds keep their prompts
+            prompts.append(ChatPrompt(source, CONTINUE_TASK, split, files, _bare(tokenizer, text)))
+            continue
         task, template = rng.choice(TASKS_BY_SOURCE.get(source, PROSE_TASKS))
         messages = ([{"role": "system", "content": system_prompt}] if system_prompt else [])
         messages.append({"role": "user", "content": template.format(document=text)})
         prompts.append(ChatPrompt(source, task, split, files, _render(tokenizer, messages)))
     return prompts
+
+
+def _bare(tokenizer, text: str) -> list[int]:
+    """The document as a plain prompt, tokenized as a user's `tokenizer(text)` would be."""
+    return [int(t) for t in tokenizer(text)["input_ids"]]
 
 
 def _document(tokenizer, pool: dict, document_tokens: int) -> tuple[str, list[str]]:
