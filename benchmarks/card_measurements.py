@@ -33,6 +33,19 @@ def tau_runs(result: dict) -> list[dict]:
              "method": method, "tau": round(row["tau_mean"], 2)} for row in result["rows"]]
 
 
+def depth_note(result: dict) -> str | None:
+    """Acceptance per depth, as EAGLE's and SpecForge's cards give it: per drafted depth k, the share
+    of rounds whose accepted path reached k, the mean over the tau rows (each row pools its prompts)."""
+    reaches = [row["depth"]["reach"] for row in result["rows"] if (row.get("depth") or {}).get("reach")]
+    if not reaches:
+        return None
+    depths = min(len(r) for r in reaches)
+    means = [sum(r[k] for r in reaches) / len(reaches) for k in range(depths)]
+    shares = ", ".join(f"depth {k + 1} {share:.0%}" for k, share in enumerate(means))
+    return (f"Acceptance per depth (share of rounds whose accepted path reaches the depth, mean over the "
+            f"{len(reaches)} held-out tau rows): {shares}.")
+
+
 def decode_runs(result: dict) -> list[dict]:
     """Per (kind, length) row of a decode_bench.json: the vanilla static run and LongSpec's run."""
     new_tokens = (result.get("settings") or {}).get("new_tokens")
@@ -65,7 +78,8 @@ def build(tau: dict | None, decode: dict | None, notes: list[str]) -> dict:
     provenance = [f"{name}: `{_machine(r).get('command_line', '?')}` (hf-longspec commit "
                   f"{str(_machine(r).get('git_commit', '?'))[:7]})"
                   for name, r in (("held-out tau", tau), ("end to end", decode)) if r is not None]
-    return {"environment": environment(*sources), "runs": runs, "notes": [*provenance, *notes]}
+    depths = [depth_note(tau)] if tau and depth_note(tau) else []
+    return {"environment": environment(*sources), "runs": runs, "notes": [*provenance, *depths, *notes]}
 
 
 def main(argv=None) -> int:

@@ -171,6 +171,20 @@ def test_card_states_the_text_training_actually_read_and_where_it_started(draft_
     assert "Training started from the trained draft `embedded`" in text
 
 
+def test_card_states_the_training_cost_the_run_recorded(draft_dir):
+    """training_speed.json (written by every run) gives the card its cost: steps, seconds, tokens/s,
+    GPUs and peak memory; without the file the card says nothing of it."""
+    assert "Training time" not in render_card(draft_dir, TARGET_REPO).text
+    (draft_dir / "training_speed.json").write_text(json.dumps({
+        "steps": 2200, "tokens_per_step": 32768, "tokens_per_second": 285821.3, "all_steps_seconds": 255.36,
+        "peak_gpu_memory_gib_per_rank": [19.9], "global_step": 2200, "world_size": 1, "fsdp": False}))
+
+    text = render_card(draft_dir, TARGET_REPO).text
+
+    assert ("Training time: 2200 steps in 255 s on 1 process (0.07 device-hours), 72,089,600 tokens, "
+            "285,821 tokens/s after warm-up, peak GPU memory 19.9 GiB per rank.") in text
+
+
 def test_card_reads_the_bench_json_of_hf_longspec_bench(draft_dir, tmp_path):
     """The keys `hf-longspec bench` writes (schema hf-longspec-bench/1), one row per method and length."""
     def row(method, label, length, decode_rate, vs_eager, vs_sdpa, tau=None, exact=None, per_forward=1.0):
@@ -537,8 +551,33 @@ def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_pat
     held_out = [r for r in built["runs"] if r["new_tokens"] == tau["settings"]["new_tokens"] and "speedup" not in r
                 and r["method"].startswith("LongSpec")]
     assert len(held_out) == len(tau["rows"]) and built["notes"][-1] == "a note"
+    first_depth = sum(row["depth"]["reach"][0] for row in tau["rows"]) / len(tau["rows"])
+    assert f"mean over the {len(tau['rows'])} held-out tau rows): depth 1 {first_depth:.0%}, depth 2" in " ".join(
+        built["notes"])
     assert built["environment"]["device"] == "NVIDIA H200" and built["environment"]["dtype"] == "bfloat16"
     text = render_card(draft_dir, TARGET_REPO, out, repo_id=DRAFT_REPO).text
     assert "| code | 4096 | 128 | LongSpec (greedy), end to end | 3.85 | 1179.4 | 3.54x |" in text
     with pytest.raises(ValueError, match="give --tau, --decode or both"):
         builder.build(None, None, [])
+
+
+def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch):
+    """model_cards/longspec-smollm2-135m-instruct/ holds the card and measurements.json that
+    benchmarks/shipped_card.py renders from the committed measurement JSONs and the draft folder:
+    a number edited by hand, or a new measurement not rendered, fails here."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("shipped_card", repo / "benchmarks" / "shipped_card.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    copy = tmp_path / "card"
+    shutil.copytree(script.FOLDER, copy)
+    monkeypatch.setattr(script, "FOLDER", copy)
+    assert script.main([]) == 0
+    shipped = repo / "model_cards" / "longspec-smollm2-135m-instruct"
+    for name in ("README.md", "measurements.json"):
+        assert (copy / name).read_text() == (shipped / name).read_text(), name
+

@@ -11,7 +11,9 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from ..configuration_longspec import LongSpecDraftConfig
 from ..corpus import SOURCE_DESCRIPTIONS, parse_mix
-from .draft_files import CARD_FILE, RECIPE_FILE, TRAINING_DATA_FILE, TRAINING_LOG_FILE, draft_tensor_infos, read_json
+from .draft_files import (
+    CARD_FILE, RECIPE_FILE, TRAINING_DATA_FILE, TRAINING_LOG_FILE, TRAINING_SPEED_FILE, draft_tensor_infos, read_json,
+)
 from .measurements import BenchmarkResults, BenchmarkRun, load_benchmark
 from .package_files import card_template_path
 
@@ -106,7 +108,27 @@ def _training_facts(folder: Path, training_command: str | None) -> dict:
         "training_command": training_command,
         "recipe": [(_cell(name), _cell(json.dumps(value))) for name, value in recipe.items()] if recipe else [],
         "final_loss": _final_loss(read_json(folder / TRAINING_LOG_FILE)),
+        "training_time": _training_time(read_json(folder / TRAINING_SPEED_FILE)),
     }
+
+
+def _training_time(speed: dict | None) -> str | None:
+    """The run's cost as its training_speed.json recorded it (only the run that wrote this folder:
+    a draft continued from another one says so in its recipe's init_draft)."""
+    if not speed or not speed.get("all_steps_seconds"):
+        return None
+    seconds, processes = speed["all_steps_seconds"], speed.get("world_size") or 1
+    steps = speed.get("global_step") or speed.get("steps")
+    parts = [f"{steps} steps in {seconds:.0f} s on {processes} process{'es' if processes > 1 else ''} "
+             f"({seconds * processes / 3600:.2f} device-hours)"]
+    if steps and speed.get("tokens_per_step"):
+        parts.append(f"{steps * speed['tokens_per_step']:,} tokens")
+    if speed.get("tokens_per_second"):
+        parts.append(f"{speed['tokens_per_second']:,.0f} tokens/s after warm-up")
+    memory = [m for m in speed.get("peak_gpu_memory_gib_per_rank") or [] if m]
+    if memory:
+        parts.append(f"peak GPU memory {max(memory):.1f} GiB per rank")
+    return ", ".join(parts)
 
 
 def _training_data(recipe: dict | None, read: dict | None = None) -> str:

@@ -14,13 +14,12 @@ from transformers import TrainingArguments
 from ..corpus import DEFAULT_MIX
 from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel
-from ..publishing.draft_files import TRAINING_DATA_FILE
+from ..publishing.draft_files import TRAINING_DATA_FILE, TRAINING_SPEED_FILE
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
 from .trainer import LongSpecTrainer, SpeedLog, StopAtDeadline
 
 
-TRAINING_SPEED_FILE = "training_speed.json"
 
 
 @dataclass
