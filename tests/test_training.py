@@ -1,6 +1,7 @@
 """Training: Anchor-Offset Indices, Flash Noisy Training, the Trainer loop (CPU smoke run)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -337,3 +338,47 @@ def test_rollout_training_run_learns_and_records_the_option(tmp_path, one_thread
     for bad in ({"rollout_steps": 0}, {"rollout_steps": 32}, {"rollout_decay": 0}, {"rollout_steps": 2.0}):
         with pytest.raises(TrainingRecipeError, match="rollout"):
             TrainRecipe(output_dir=str(tmp_path / "new"), seq_len=32, max_tokens=1000, **bad).check()
+
+
+def _ablation_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ablate_training.py"
+    spec = importlib.util.spec_from_file_location("ablate_training", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, tmp_path, capsys):
+    """benchmarks/ablate_training.py --quick on the embedded target: each variant trained once per
+    seed from the shipped draft, its override in the recipe, the seeds training differently, and the
+    summary's paired difference computed prompt by prompt against the first variant's same seed."""
+    from safetensors.torch import load_file
+
+    script = _ablation_script()
+    assert script.main(["--out", str(tmp_path), "--quick", "--seeds", "0", "1",
+                        "--variant", "base", "--variant", "rollout2=rollout_steps:2,rollout_decay:0.5"]) == 0
+    report = json.loads((tmp_path / "ablation.json").read_text())
+    runs = report["runs"]
+    assert [(run["variant"], run["seed"]) for run in runs] == [("base", 0), ("base", 1), ("rollout2", 0), ("rollout2", 1)]
+    assert [run["recipe"]["rollout_steps"] for run in runs] == [1, 1, 2, 2]
+    assert {run["recipe"]["init_draft"] for run in runs} == {"embedded"}
+    weights = [load_file(tmp_path / "runs" / f"base-seed{seed}" / "final" / "model.safetensors") for seed in (0, 1)]
+    assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])  # the seed matters
+    base, rollout = report["summary"]
+    assert base["paired_delta_mean"] == 0.0 and base["tau_min"] <= base["tau_mean"] <= base["tau_max"]
+    deltas = [a - b for seed in (0, 1) for a, b in zip(runs[2 + seed]["tau_per_prompt"], runs[seed]["tau_per_prompt"])]
+    assert rollout["paired_delta_mean"] == pytest.approx(sum(deltas) / len(deltas))
+    assert "| rollout2 | 2 |" in capsys.readouterr().out
+
+
+def test_ablation_variants_name_real_recipe_fields():
+    script = _ablation_script()
+    assert script.parse_variant("base") == ("base", {})
+    assert script.parse_variant("long=seq_len:4096,distill:argmax,noisy:false") == (
+        "long", {"seq_len": 4096, "distill": "argmax", "noisy": False})
+    with pytest.raises(ValueError, match="is not field:value over a TrainRecipe field; allowed fields: .*seq_len"):
+        script.parse_variant("typo=seq_length:4096")
+    with pytest.raises(ValueError, match="a variant needs a name"):
+        script.parse_variant("=seq_len:4096")
