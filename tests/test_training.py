@@ -382,3 +382,17 @@ def test_ablation_variants_name_real_recipe_fields():
         script.parse_variant("typo=seq_length:4096")
     with pytest.raises(ValueError, match="a variant needs a name"):
         script.parse_variant("=seq_len:4096")
+
+
+def test_ablation_summary_pairs_each_run_with_the_first_variants_same_seed():
+    """Paired differences are prompt by prompt against the first variant's run of the SAME seed."""
+    script = _ablation_script()
+    runs = [{"variant": "base", "seed": 0, "tau": 2.0, "tau_per_prompt": [2.0, 2.0]},
+            {"variant": "base", "seed": 1, "tau": 3.0, "tau_per_prompt": [3.0, 3.0]},
+            {"variant": "new", "seed": 0, "tau": 2.5, "tau_per_prompt": [2.5, 2.0]},
+            {"variant": "new", "seed": 1, "tau": 2.9, "tau_per_prompt": [3.4, 2.4]}]
+    base, new = script.summarize(runs)
+    assert base["paired_delta_mean"] == 0.0 and (base["tau_min"], base["tau_max"]) == (2.0, 3.0)
+    assert new["paired_delta_mean"] == pytest.approx((0.5 + 0.0 + 0.4 - 0.6) / 4)
+    assert (new["prompts_better"], new["prompts_worse"]) == (2, 1) and new["tau_mean"] == pytest.approx(2.7)
+    assert "| new | 2 | 2.700 | 2.50-2.90 | +0.075 | 2 / 1 |" in script.table([base, new])
