@@ -37,6 +37,7 @@ from scale_study import LLAMA_8B, TINY, cuda_time, round_costs, vanilla_step  # 
 from hf_longspec import LongSpecDraftModel  # noqa: E402
 from hf_longspec.bench.machine import machine_info  # noqa: E402
 from hf_longspec.bench.probes import copy_bandwidth  # noqa: E402
+from hf_longspec.distributed_exit import exit_distributed_process  # noqa: E402
 from hf_longspec.generation import TreeLayout  # noqa: E402
 
 
@@ -173,8 +174,7 @@ def main(argv=None):
         # process group hangs (pytorch/pytorch#115388)
         torch._dynamo.reset()
         gc.collect()
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+        exit_distributed_process(0)  # the TP mesh's groups outlive destroy_process_group: no finalization
 
 
 if __name__ == "__main__":

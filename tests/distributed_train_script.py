@@ -16,7 +16,8 @@ from conftest import tiny_llama  # noqa: E402
 from conftest import ByteTokenizer  # noqa: E402
 
 from hf_longspec import LongSpecDraftModel  # noqa: E402
-from hf_longspec.training.run import TrainRecipe, exit_distributed_process, train_draft  # noqa: E402
+from hf_longspec.distributed_exit import exit_distributed_process  # noqa: E402
+from hf_longspec.training.run import TrainRecipe, train_draft  # noqa: E402
 
 
 def fsdp_on_cpu() -> None:

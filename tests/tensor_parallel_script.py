@@ -19,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from hf_longspec import LongSpecDraftModel
+from hf_longspec.distributed_exit import exit_distributed_process
 from hf_longspec.generation import release_decoders
 from hf_longspec.testing import SteeredDraft
 
@@ -109,9 +110,8 @@ def main():
         # graphs that captured NCCL collectives must go before the process group, or destroying it hangs
         release_decoders(draft)
         release_decoders(steered)
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
     progress("teardown")
+    exit_distributed_process(0)  # the TP mesh's groups outlive destroy_process_group: no finalization
 
 
 if __name__ == "__main__":

@@ -108,3 +108,23 @@ def test_rollout_two_rank_data_parallel_equals_one_process(tmp_path):
     for one, two in zip(*logs):
         for key in ("loss_step_1", "loss_step_2", "loss_step_3"):
             assert abs(one[key] - two[key]) <= 1e-3 * abs(one[key]), (key, one, two)
+
+
+def test_a_distributed_rank_exits_without_finalization_and_a_single_process_returns(tmp_path):
+    """exit_distributed_process: with a process group, barrier + destroy, then the rank leaves with its
+    exit code and no interpreter finalization (atexit never runs: that is where lingering gloo
+    threads aborted ranks); without one it returns and the program goes on."""
+    program = (
+        "import atexit, sys, torch.distributed as dist\n"
+        "from hf_longspec.distributed_exit import exit_distributed_process\n"
+        "atexit.register(lambda: print('finalized', flush=True))\n"
+        "exit_distributed_process(0)\n"
+        "print('returned without a group', flush=True)\n"
+        f"dist.init_process_group('gloo', init_method='file://{tmp_path / 'store'}', rank=0, world_size=1)\n"
+        "print('done', flush=True)\n"
+        "exit_distributed_process(3)\n"
+        "print('not reached', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert result.stdout.split() == ["returned", "without", "a", "group", "done"]

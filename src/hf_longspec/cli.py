@@ -92,7 +92,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .training.run import TrainRecipe, exit_distributed_process, train_draft
+    from .distributed_exit import exit_distributed_process
+    from .training.run import TrainRecipe, train_draft
 
     check_target_arg(args.target, args.gguf_file)
     recipe = TrainRecipe(

@@ -249,37 +249,3 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         if getattr(dataset, "mix_report", None):  # what each corpus source actually contributed
             (final_dir / TRAINING_DATA_FILE).write_text(json.dumps(dataset.mix_report, indent=2))
     return draft
-
-
-
-def close_process_group() -> bool:
-    """End a torchrun job cleanly: every rank waits for the others, then the process group is
-    destroyed. Returns whether there was a group to close."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return False
-    dist.barrier()
-    dist.destroy_process_group()
-    return True
-
-
-def exit_distributed_process(exit_code: int = 0) -> None:
-    """Close the process group and, in a distributed run, leave the process at once.
-
-    Why not a normal return: under FSDP2 the gloo group outlives destroy_process_group (the
-    draft's FSDP mesh keeps a reference that no Python code can drop), so its worker threads are
-    joined only during interpreter finalization, and there they now and then abort the rank
-    (SIGABRT, "terminate called without an active exception") after the draft was saved, failing
-    the whole launch. Every rank has passed the barrier and every file is written by then, so the
-    rank flushes its output and exits without finalization. A run without a process group returns.
-    """
-    import logging
-    import os
-    import sys
-
-    if close_process_group():
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(exit_code)
