@@ -174,3 +174,16 @@ def test_attention_tiles_quick(tmp_path, monkeypatch, capsys):
         assert all(entry["us"] > 0 and entry["skipped"] is None for entry in row["all"])  # no tiling refused
         assert row["best"]["us"] == min(entry["us"] for entry in row["all"])
     assert "| batch | context | tree rows |" in capsys.readouterr().out
+
+
+def test_rows_cost_measures_each_row_count_against_one_row(embedded, tmp_path, capsys):
+    """benchmarks/rows_cost.py on the embedded target, tiny: one forward per row count after the same
+    cached prompt, the ratio to one row, the table."""
+    spec = importlib.util.spec_from_file_location("rows_cost", REPO / "benchmarks" / "rows_cost.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--out", str(tmp_path), "--context", "64", "--rows", "1", "3", "--repeats", "1"]) == 0
+    result = json.loads((tmp_path / "rows_cost.json").read_text())
+    assert [row["rows"] for row in result["rows"]] == [1, 3] and result["rows"][0]["vs_one_row"] == 1.0
+    assert all(row["ms"] > 0 for row in result["rows"])
+    assert "| 3 |" in capsys.readouterr().out
