@@ -3,6 +3,7 @@
 import gzip
 import random
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -289,3 +290,41 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
     args = build_parser().parse_args(["train", "--output", "x", "--corpus-mix", "code=0.6,man=0.4",
                                       "--chat-data", "a.jsonl"])
     assert args.corpus_mix == "code=0.6,man=0.4" and args.chat_data == ["a.jsonl"]
+
+
+def _pack_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "pack_text.py"
+    spec = importlib.util.spec_from_file_location("pack_text", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_packed_split_reads_on_another_machine_as_it_does_here(machine, tmp_path, monkeypatch):
+    """benchmarks/pack_text.py copies one split's /usr/share files of a source, same relative paths;
+    read through HF_LONGSPEC_USR_SHARE, the copy gives the same documents, keys and text, and none of
+    the other split (the GPU machine's multilingual eval prompts come from such a copy; the fake
+    machine is too small for an eval split of every source, so this packs its train split)."""
+    from hf_longspec.corpus import USR_SHARE_ENV, CorpusRoots, default_roots
+
+    manifest = _pack_script().pack(tmp_path / "pack", ["multilingual", "man"], "train", machine)
+    here = {source: [d for d in documents(source, "train", roots=machine)
+                     if machine.usr_share in d.path.parents] for source in ("multilingual", "man")}
+    assert manifest["sources"] == {source: len(docs) for source, docs in here.items()} and manifest["bytes"] > 0
+    assert all(here.values())
+    monkeypatch.setenv(USR_SHARE_ENV, str(tmp_path / "pack"))
+    default_roots.cache_clear()
+    try:
+        roots = CorpusRoots.detect()
+        assert roots.usr_share == tmp_path / "pack"
+        there = CorpusRoots(usr_share=roots.usr_share)
+        for source, docs in here.items():
+            packed = documents(source, "train", roots=there)
+            assert [d.key for d in packed] == [d.key for d in docs]
+            assert [read_document(d) for d in packed] == [read_document(d) for d in docs]
+            assert not list(documents(source, "eval", roots=there))
+    finally:
+        monkeypatch.delenv(USR_SHARE_ENV)
+        default_roots.cache_clear()

@@ -21,6 +21,11 @@ Two legacy *kinds* are kept exactly as before so that older prompts and recipes 
 /usr/share/common-licenses). `KINDS` = the legacy kinds plus every source; any kind can be
 passed to `long_prompt_ids` and `text_files`.
 
+`HF_LONGSPEC_USR_SHARE=DIR` reads every /usr/share source from DIR instead: a copy of another
+machine's files with the same relative paths (`benchmarks/pack_text.py` makes one), for a machine
+that lacks them (the GPU machine has ~1.4k tokens of multilingual text). Keys, and so splits, stay
+those of the machine the copy came from.
+
 Train / eval split: one file in ten is eval, chosen by an MD5 of the file's *key*, its path
 relative to a stable root (site-packages, /usr/share, the stdlib folder as "stdlib/..."). The
 same file lands in the same split on every machine, whichever source reads it, so the eval
@@ -108,6 +113,9 @@ def _unique_dirs(paths) -> tuple[Path, ...]:
     return tuple(unique)
 
 
+USR_SHARE_ENV = "HF_LONGSPEC_USR_SHARE"  # read the /usr/share sources from this folder instead
+
+
 @dataclass(frozen=True)
 class CorpusRoots:
     """Where the sources look. `detect()` probes the running machine; tests pass small fake trees."""
@@ -128,7 +136,7 @@ class CorpusRoots:
         active_resolved = {p.resolve() for p in active}
         others = tuple(p for p in _unique_dirs(candidates) if p.resolve() not in active_resolved)
         stdlib = Path(sysconfig.get_paths()["stdlib"])
-        usr_share = Path("/usr/share")
+        usr_share = Path(os.environ.get(USR_SHARE_ENV) or "/usr/share")
         return cls(active, others, stdlib if stdlib.is_dir() else None, usr_share if usr_share.is_dir() else None)
 
 
