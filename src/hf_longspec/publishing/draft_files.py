@@ -10,8 +10,8 @@ from safetensors import safe_open
 
 RECIPE_FILE = "training_recipe.json"
 TRAINING_LOG_FILE = "training_log.json"
-TRAINING_DATA_FILE = "training_data.json"
-TRAINING_SPEED_FILE = "training_speed.json"  # steps, seconds, tokens/s, peak memory (training.trainer SpeedLog)  # what each corpus source really gave (training.data mix_report)
+TRAINING_DATA_FILE = "training_data.json"  # what each corpus source really gave (training.data mix_report)
+TRAINING_SPEED_FILE = "training_speed.json"  # steps, seconds, tokens/s, peak memory (training.trainer SpeedLog)
 CARD_FILE = "README.md"
 IGNORED_PARTS = {".git", ".cache", "__pycache__"}  # never uploaded (huggingface_hub skips .git, .cache too)
 
