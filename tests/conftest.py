@@ -1,6 +1,8 @@
 """Shared pytest setup: Triton on the CPU interpreter, a tiny random Llama, the embedded target."""
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -82,3 +84,17 @@ def embedded():
     except FileNotFoundError as error:
         pytest.skip(str(error))
     return load_embedded_target(device="cpu")
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative_path: str, name: str | None = None):
+    """A repository script (benchmarks/x.py, examples/x.py) imported as a module, so that a test calls
+    its main() and helpers the way its command line does."""
+    path = REPO / relative_path
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+

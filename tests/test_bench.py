@@ -2,20 +2,17 @@
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from hf_longspec.attention import hybrid_name_for
 
-from conftest import tiny_llama
+from conftest import REPO, load_script, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.exactness import metric_dir, token_exact_match
 from hf_longspec.bench.methods import METHOD_NAMES, build_methods
 from hf_longspec.bench.runner import RunRecord
 from hf_longspec.bench.summary import markdown_table, summarize
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _metric_function():
@@ -126,9 +123,7 @@ def test_bench_cli_quick_on_the_embedded_target(embedded, tmp_path, monkeypatch,
 def test_scale_study_quick(tmp_path, monkeypatch, capsys):
     """The scale study's CPU smoke run: the round is LongSpecDecoder's, parts and whole are reported."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    spec = importlib.util.spec_from_file_location("scale_study", REPO / "benchmarks" / "scale_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = load_script("benchmarks/scale_study.py")
     study.main(["--quick", "--contexts", "64", "160", "--vanilla-contexts", "160", "--repeats", "1",
                 "--trees", "2-2", "--out", str(tmp_path / "scale")])
     result = json.loads((tmp_path / "scale" / "scale_study.json").read_text())
@@ -149,9 +144,7 @@ def test_profile_round_quick_llama_shape(tmp_path, monkeypatch):
     profiled, so the script the GPU sessions rely on cannot rot unseen."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("profile_round", REPO / "benchmarks" / "profile_round.py")
-    profiler = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(profiler)
+    profiler = load_script("benchmarks/profile_round.py")
     profiler.main(["--quick", "--shape", "llama8b", "--length", "120", "--out", str(tmp_path)])
     result = json.loads((tmp_path / "profile_llama8b_120.json").read_text())
     assert result["tree_widths"] == [4, 16, 16, 16, 16]
@@ -164,9 +157,7 @@ def test_attention_tiles_quick(tmp_path, monkeypatch, capsys):
     """The kernel tiling sweep's CPU smoke run (Triton interpreter): every tiling checked against the
     default one and timed, the best reported per shape, so the GPU sessions' sweep cannot rot unseen."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    spec = importlib.util.spec_from_file_location("attention_tiles", REPO / "benchmarks" / "attention_tiles.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = load_script("benchmarks/attention_tiles.py")
     sweep.main(["--quick", "--out", str(tmp_path)])
     result = json.loads((tmp_path / "attention_tiles.json").read_text())
     assert [(row["batch"], row["context"], row["tree_rows"]) for row in result["rows"]] == sweep.QUICK_SHAPES
@@ -179,9 +170,7 @@ def test_attention_tiles_quick(tmp_path, monkeypatch, capsys):
 def test_rows_cost_measures_each_row_count_against_one_row(embedded, tmp_path, capsys):
     """benchmarks/rows_cost.py on the embedded target, tiny: one forward per row count after the same
     cached prompt, the ratio to one row, the table."""
-    spec = importlib.util.spec_from_file_location("rows_cost", REPO / "benchmarks" / "rows_cost.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("benchmarks/rows_cost.py")
     assert script.main(["--out", str(tmp_path), "--context", "64", "--rows", "1", "3", "--repeats", "1"]) == 0
     result = json.loads((tmp_path / "rows_cost.json").read_text())
     assert [row["rows"] for row in result["rows"]] == [1, 3] and result["rows"][0]["vs_one_row"] == 1.0

@@ -3,12 +3,11 @@
 import gzip
 import random
 import struct
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ByteTokenizer, tiny_llama
+from conftest import ByteTokenizer, load_script, tiny_llama
 from hf_longspec.corpus import (
     KINDS, MIX_PRESETS, SOURCES, CorpusRoots, clear_caches, corpus_report, documents, format_report, long_prompt_ids,
     mo_strings, parse_mix, plan_mix, po_strings, read_document, roff_to_text, split_of,
@@ -293,13 +292,7 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
 
 
 def _pack_script():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "pack_text.py"
-    spec = importlib.util.spec_from_file_location("pack_text", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/pack_text.py")
 
 
 def test_a_packed_split_reads_on_another_machine_as_it_does_here(machine, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard, constants, scan_cache_dir
 from safetensors.torch import save_file
 from transformers import AutoModel
 
-from conftest import tiny_llama
+from conftest import REPO, load_script, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.publishing import (
     DraftFolderError,
@@ -510,13 +510,7 @@ def test_cli_publish_with_the_real_client_offline(ready_dir, tmp_path, monkeypat
 
 
 def test_example_script_assembles_checks_and_dry_runs(draft_dir, tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "publish_draft.py"
-    spec = importlib.util.spec_from_file_location("publish_draft_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_script("examples/publish_draft.py", "publish_draft_example")
 
     out = tmp_path / "repo"
     assert example.main(["--repo-id", DRAFT_REPO, "--draft-dir", str(draft_dir), "--out", str(out)]) == 0
@@ -529,13 +523,8 @@ def test_example_script_assembles_checks_and_dry_runs(draft_dir, tmp_path, capsy
 def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_path):
     """benchmarks/card_measurements.py copies measured rows (the committed H200 decode_bench and tau_curve
     JSONs of 2026-12-01) into a card's measurements.json: every number on the card traces to a row."""
-    import importlib.util
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("card_measurements", repo / "benchmarks" / "card_measurements.py")
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
+    repo = REPO
+    builder = load_script("benchmarks/card_measurements.py")
     decode_json = repo / "docs" / "results" / "decode_bench_h200_2026-12-01.json"
     tau_json = repo / "docs" / "results" / "candidate_gpu_eval_embedded_2026-12-01.json"
     out = tmp_path / "measurements.json"
@@ -565,14 +554,10 @@ def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch)
     """model_cards/longspec-smollm2-135m-instruct/ holds the card and measurements.json that
     benchmarks/shipped_card.py renders from the committed measurement JSONs and the draft folder:
     a number edited by hand, or a new measurement not rendered, fails here."""
-    import importlib.util
     import shutil
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("shipped_card", repo / "benchmarks" / "shipped_card.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    repo = REPO
+    script = load_script("benchmarks/shipped_card.py")
     copy = tmp_path / "card"
     shutil.copytree(script.FOLDER, copy)
     monkeypatch.setattr(script, "FOLDER", copy)

@@ -2,19 +2,15 @@
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def tau_curve():
-    spec = importlib.util.spec_from_file_location("tau_curve", REPO / "benchmarks" / "tau_curve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/tau_curve.py")
 
 
 def test_depth_acceptance_from_tokens_per_round(tau_curve):

@@ -1,13 +1,12 @@
 """Training: Anchor-Offset Indices, Flash Noisy Training, the Trainer loop (CPU smoke run)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import TrainerCallback
 
-from conftest import ByteTokenizer, tiny_llama
+from conftest import ByteTokenizer, load_script, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.training.collator import LongSpecCollator
 from hf_longspec.training.positions import anchor_offset_position_ids, noise_shift
@@ -341,13 +340,7 @@ def test_rollout_training_run_learns_and_records_the_option(tmp_path, one_thread
 
 
 def _ablation_script():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ablate_training.py"
-    spec = importlib.util.spec_from_file_location("ablate_training", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/ablate_training.py")
 
 
 def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, tmp_path, capsys):
