@@ -110,6 +110,13 @@ def plot(report: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def write_report(report: dict, out: Path, started: float) -> None:
+    """ablation.json with the runs so far and their summary."""
+    report["summary"] = summarize(report["runs"])
+    report["seconds"] = time.perf_counter() - started
+    (out / "ablation.json").write_text(json.dumps(report, indent=2))
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder: ablation.json, ablation.png, runs/")
@@ -156,8 +163,10 @@ def main(argv=None) -> int:
     report = {"machine": machine_info(target.device), "settings": {**vars(args), "variants": dict(variants)},
               "prompts": [{"kind": kind, "length": length} for kind, length, _ in prompts], "runs": []}
     datasets = {}
-    for name, overrides in variants:
-        for seed in args.seeds:
+    # seed by seed, each seed's variants together, and the report rewritten after every run: a run cut
+    # short by a time limit keeps complete pairs
+    for seed in args.seeds:
+        for name, overrides in variants:
             if "kinds" in overrides and "corpus_mix" not in overrides:
                 overrides = {**overrides, "corpus_mix": None}  # kinds name the text only without a mix
             recipe = replace(base, output_dir=str(out / "runs" / f"{name}-seed{seed}"), seed=seed, **overrides)
@@ -180,9 +189,7 @@ def main(argv=None) -> int:
             del draft
             if target.device.type == "cuda":
                 torch.cuda.empty_cache()
-    report["summary"] = summarize(report["runs"])
-    report["seconds"] = time.perf_counter() - started
-    (out / "ablation.json").write_text(json.dumps(report, indent=2))
+            write_report(report, out, started)
     try:
         plot(report, out / "ablation.png")
     except ImportError:  # matplotlib is the [bench] extra

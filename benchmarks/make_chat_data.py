@@ -46,7 +46,27 @@ def parse_args(argv=None):
     parser.add_argument("--draft", default="none",
                         help="'none' (plain greedy generate) or 'embedded' / a draft folder: LongSpec decoding, "
                              "lossless, so the same answers, faster")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="seconds: start no new group of batches after this, and write what was answered "
+                             "(a device call's time limit then loses nothing)")
     return parser.parse_args(argv)
+
+
+def answer_in_groups(target, tokenizer, prompts, max_new_tokens: int, batch_size: int, started: float,
+                     time_budget: float | None = None, **generate_kwargs) -> list[list[int]]:
+    """Answers of the leading prompts, four batches at a time with a progress line after each group;
+    once `time_budget` seconds have passed since `started`, no new group starts (the first always runs).
+    build_chat_prompts cycles through the sources, so the answered prefix keeps their mix."""
+    sequences = []
+    step = 4 * batch_size
+    for start in range(0, len(prompts), step):
+        if start and time_budget is not None and time.perf_counter() - started > time_budget:
+            print(f"time budget of {time_budget:.0f} s spent: stopping at {len(sequences)}/{len(prompts)}", flush=True)
+            break
+        sequences += generate_chat_answers(target, tokenizer, prompts[start:start + step], max_new_tokens,
+                                           batch_size=batch_size, **generate_kwargs)
+        print(f"answered {len(sequences)}/{len(prompts)} ({time.perf_counter() - started:.0f} s)", flush=True)
+    return sequences
 
 
 def main(argv=None) -> int:
@@ -67,17 +87,13 @@ def main(argv=None) -> int:
     prompts = build_chat_prompts(tokenizer, args.num_prompts, args.document_tokens, tuple(args.sources),
                                  split=args.split, seed=args.seed, continuation_share=args.continuation_share)
     print(f"{len(prompts)} prompts ({time.perf_counter() - started:.0f} s)", flush=True)
-    sequences = []
-    step = 4 * args.batch_size  # progress lines between groups of batches
-    for start in range(0, len(prompts), step):
-        sequences += generate_chat_answers(target, tokenizer, prompts[start:start + step], args.max_new_tokens,
-                                           batch_size=args.batch_size, **extra)
-        print(f"answered {len(sequences)}/{len(prompts)} ({time.perf_counter() - started:.0f} s)", flush=True)
-    records = chat_records(prompts, sequences, tokenizer)
+    sequences = answer_in_groups(target, tokenizer, prompts, args.max_new_tokens, args.batch_size, started,
+                                 args.time_budget, **extra)
+    records = chat_records(prompts[:len(sequences)], sequences, tokenizer)
     path = write_chat_jsonl(args.out, records)
     answers = [r["answer_tokens"] for r in records]
     summary = {
-        "out": str(path), "records": len(records), "split": args.split, "target": args.target,
+        "out": str(path), "records": len(records), "prompts_drawn": len(prompts), "split": args.split, "target": args.target,
         "prompt_tokens_mean": sum(r["prompt_tokens"] for r in records) / max(len(records), 1),
         "answer_tokens_mean": sum(answers) / max(len(answers), 1),
         "by_source": {s: sum(r["origin"] == s for r in records) for s in sorted({r["origin"] for r in records})},

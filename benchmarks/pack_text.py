@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import sys
 from pathlib import Path
@@ -26,16 +27,22 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.corpus import CorpusRoots, default_roots, documents
 
 
-def pack(out: Path, sources, split: str, roots: CorpusRoots, max_bytes: int | None = None) -> dict:
+def pack(out: Path, sources, split: str, roots: CorpusRoots, max_bytes: int | None = None,
+         shuffle_seed: int | None = None) -> dict:
     """Copy the `split` documents of `sources` that lie under roots.usr_share into `out`, same relative
-    paths, in document order until `max_bytes`; returns the manifest (also written to out)."""
+    paths, in document order until `max_bytes`; returns the manifest (also written to out).
+    shuffle_seed: a seeded random order instead, so that a byte cap samples every language rather
+    than the first ones of the alphabet (catalogs are read folder by folder)."""
     if roots.usr_share is None:
         raise FileNotFoundError("this machine has no /usr/share to pack")
     base = roots.usr_share.resolve()
     copied, total = {}, 0
     for source in sources:
         files = []
-        for document in documents(source, split, None, roots):
+        candidates = list(documents(source, split, None, roots))
+        if shuffle_seed is not None:
+            random.Random(shuffle_seed).shuffle(candidates)
+        for document in candidates:
             path = document.path.resolve()
             if base not in path.parents or document.key != path.relative_to(base).as_posix():
                 continue  # not a /usr/share file, or a key that is not its path there
@@ -60,10 +67,13 @@ def main(argv=None) -> int:
     parser.add_argument("--sources", nargs="+", default=["multilingual"])
     parser.add_argument("--split", choices=["train", "eval"], default="eval")
     parser.add_argument("--max-mb", type=float, default=40.0, help="stop copying past this size")
+    parser.add_argument("--shuffle-seed", type=int, default=None,
+                        help="copy in a seeded random order (a sample of every language under --max-mb)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = pack(out, args.sources, args.split, default_roots(), int(args.max_mb * 2**20))
+    manifest = pack(out, args.sources, args.split, default_roots(), int(args.max_mb * 2**20),
+                    args.shuffle_seed)
     manifest["machine"] = machine_info(torch.device("cpu"), ["benchmarks/pack_text.py", *(argv or sys.argv[1:])])
     (out / "pack_manifest.json").write_text(json.dumps(manifest, indent=1))
     print(f"packed {manifest['sources']} ({manifest['bytes'] / 2**20:.1f} MiB) into {out}")

@@ -321,3 +321,36 @@ def test_a_packed_split_reads_on_another_machine_as_it_does_here(machine, tmp_pa
     finally:
         monkeypatch.delenv(USR_SHARE_ENV)
         default_roots.cache_clear()
+
+
+def test_chat_data_time_budget_keeps_the_answered_prefix(machine):
+    """make_chat_data's --time-budget: a spent budget stops before the next group of batches (the first
+    always runs), and what was answered equals the unbudgeted answers' prefix."""
+    make_chat_data = load_script("benchmarks/make_chat_data.py")
+    tokenizer = chat_tokenizer()
+    target = tiny_llama(vocab_size=len(tokenizer), max_positions=1024)
+    prompts = build_chat_prompts(tokenizer, 6, document_tokens=60, sources=("code", "man"), split="train",
+                                 roots=machine, seed=3)
+    everything = make_chat_data.answer_in_groups(target, tokenizer, prompts, 4, 1, started=0.0)
+    assert len(everything) == 6
+    spent = make_chat_data.answer_in_groups(target, tokenizer, prompts, 4, 1, started=0.0, time_budget=0.0)
+    assert spent == everything[:4]  # one group of 4 x batch_size 1
+
+
+def test_a_shuffled_capped_pack_samples_beyond_the_first_folders(machine, tmp_path):
+    """pack_text.py --shuffle-seed: under a byte cap, a seeded random sample of the split's files,
+    not the leading ones (the plain order reads catalogs language by language; the fake machine's
+    distinct files are its English man pages)."""
+    pack = _pack_script().pack
+    whole = pack(tmp_path / "whole", ["man"], "all", machine)["files"]["man"]
+    assert len(whole) >= 3
+    sizes = {key: (machine.usr_share / key).stat().st_size for key in whole}
+    cap = sum(sizes[key] for key in whole[:2])
+    ordered = pack(tmp_path / "ordered", ["man"], "all", machine, cap)["files"]["man"]
+    assert ordered == whole[:2]
+    picks = {tuple(pack(tmp_path / f"s{seed}", ["man"], "all", machine, cap, shuffle_seed=seed)
+                   ["files"]["man"]) for seed in range(8)}
+    assert all(sum(sizes[key] for key in p) <= cap for p in picks)
+    assert any(set(p) - set(whole[:2]) for p in picks)  # some seed reaches past the leading files
+    assert pack(tmp_path / "again", ["man"], "all", machine, cap, shuffle_seed=0)["files"]["man"] \
+        == list(pack(tmp_path / "s0b", ["man"], "all", machine, cap, shuffle_seed=0)["files"]["man"])

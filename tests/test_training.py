@@ -354,14 +354,15 @@ def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, 
                         "--variant", "base", "--variant", "rollout2=rollout_steps:2,rollout_decay:0.5"]) == 0
     report = json.loads((tmp_path / "ablation.json").read_text())
     runs = report["runs"]
-    assert [(run["variant"], run["seed"]) for run in runs] == [("base", 0), ("base", 1), ("rollout2", 0), ("rollout2", 1)]
-    assert [run["recipe"]["rollout_steps"] for run in runs] == [1, 1, 2, 2]
+    # seed-major, so that a run cut short keeps whole pairs
+    assert [(run["variant"], run["seed"]) for run in runs] == [("base", 0), ("rollout2", 0), ("base", 1), ("rollout2", 1)]
+    assert [run["recipe"]["rollout_steps"] for run in runs] == [1, 2, 1, 2]
     assert {run["recipe"]["init_draft"] for run in runs} == {"embedded"}
     weights = [load_file(tmp_path / "runs" / f"base-seed{seed}" / "final" / "model.safetensors") for seed in (0, 1)]
     assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])  # the seed matters
     base, rollout = report["summary"]
     assert base["paired_delta_mean"] == 0.0 and base["tau_min"] <= base["tau_mean"] <= base["tau_max"]
-    deltas = [a - b for seed in (0, 1) for a, b in zip(runs[2 + seed]["tau_per_prompt"], runs[seed]["tau_per_prompt"])]
+    deltas = [a - b for seed in (0, 1) for a, b in zip(runs[2 * seed + 1]["tau_per_prompt"], runs[2 * seed]["tau_per_prompt"])]
     assert rollout["paired_delta_mean"] == pytest.approx(sum(deltas) / len(deltas))
     assert "| rollout2 | 2 |" in capsys.readouterr().out
 
