@@ -367,6 +367,28 @@ def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, 
     assert "| rollout2 | 2 |" in capsys.readouterr().out
 
 
+def test_an_ablation_cut_short_keeps_the_whole_pairs_it_measured(embedded, tmp_path, monkeypatch):
+    """A time limit that kills ablate_training.py mid-way leaves ablation.json with every run so far:
+    seed 0's variants together, before seed 1's (here the third tau measurement fails)."""
+    script = _ablation_script()
+    measured = script.measure_tau
+    calls = []
+
+    def measure_then_fail(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("killed by the call's time limit")
+        return measured(*args, **kwargs)
+
+    monkeypatch.setattr(script, "measure_tau", measure_then_fail)
+    with pytest.raises(RuntimeError, match="time limit"):
+        script.main(["--out", str(tmp_path), "--quick", "--seeds", "0", "1",
+                     "--variant", "base", "--variant", "rollout2=rollout_steps:2"])
+    report = json.loads((tmp_path / "ablation.json").read_text())
+    assert [(run["variant"], run["seed"]) for run in report["runs"]] == [("base", 0), ("rollout2", 0)]
+    assert [row["variant"] for row in report["summary"]] == ["base", "rollout2"]
+
+
 def test_ablation_variants_name_real_recipe_fields():
     script = _ablation_script()
     assert script.parse_variant("base") == ("base", {})

@@ -2,16 +2,18 @@
 # One-GPU call (carry [".carry/chat", ".carry/usr_share_train"], a warm machine whose /tmp/site holds
 # the model): two jobs that each leave the GPU idle between small kernels, side by side on it.
 # 1. Self-distilled training data (issue 12): x2_chat_data.sh on GPU 0 (PROMPTS, CONT_SHARE, SEED_BASE,
-#    LIMIT as there), then the 640 records of .carry/chat appended: /tmp/chat/chat_train.jsonl.
+#    LIMIT, DOC_TOKENS as there), then the records of .carry/chat appended: /tmp/chat/chat_train.jsonl.
 # 2. The seeded training ablation (benchmarks/ablate_training.py; ABLATION_LIMIT seconds, ablation.json
-#    rewritten after every run) on the 640 old records, so that it needs nothing from job 1.
+#    rewritten after every run; ABLATION_STEPS) on the carried records, so that it needs nothing from job 1.
 # Both read this machine's train-split man pages and non-English files from .carry/usr_share_train,
 # copied to /tmp/usr_share_train for the training call after this one (HF_LONGSPEC_USR_SHARE).
 set -u
 [ -d /tmp/site ] || source benchmarks/device/setup_model.sh
 [ -f .carry/usr_share_train/pack_manifest.json ] || { echo "carry .carry/usr_share_train"; exit 3; }
 rm -rf /tmp/usr_share_train && cp -r .carry/usr_share_train /tmp/usr_share_train
-mkdir -p /tmp/chat_old && cat .carry/chat/chat_train.jsonl.part-* > /tmp/chat_old/chat_train.jsonl
+mkdir -p /tmp/chat_old   # the records made so far: one gzipped jsonl (1856 records since 2026-12-01, 4.6 MB) or parts
+if [ -f .carry/chat/chat_train.jsonl.gz ]; then gunzip -c .carry/chat/chat_train.jsonl.gz > /tmp/chat_old/chat_train.jsonl
+else cat .carry/chat/chat_train.jsonl.part-* > /tmp/chat_old/chat_train.jsonl; fi
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/usr_share_train
 
 mkdir -p "$OUT/ablation"
