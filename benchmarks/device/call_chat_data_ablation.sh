@@ -11,9 +11,9 @@ set -u
 [ -d /tmp/site ] || source benchmarks/device/setup_model.sh
 [ -f .carry/usr_share_train/pack_manifest.json ] || { echo "carry .carry/usr_share_train"; exit 3; }
 rm -rf /tmp/usr_share_train && cp -r .carry/usr_share_train /tmp/usr_share_train
-mkdir -p /tmp/chat_old   # the records made so far: one gzipped jsonl (1856 records since 2026-12-01, 4.6 MB) or parts
-if [ -f .carry/chat/chat_train.jsonl.gz ]; then gunzip -c .carry/chat/chat_train.jsonl.gz > /tmp/chat_old/chat_train.jsonl
-else cat .carry/chat/chat_train.jsonl.part-* > /tmp/chat_old/chat_train.jsonl; fi
+[ -f .carry/chat/chat_train.jsonl.gz ] || { echo "carry .carry/chat (chat_train.jsonl.gz)"; exit 3; }
+mkdir -p /tmp/chat_old   # the records made so far (1856 since 2026-12-01, 4.6 MB gzipped)
+gunzip -c .carry/chat/chat_train.jsonl.gz > /tmp/chat_old/chat_train.jsonl
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/usr_share_train
 
 mkdir -p "$OUT/ablation"
