@@ -34,7 +34,7 @@ from hf_longspec.evaluation import held_out_prompts, measure_tau
 from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset
-DATA_FIELDS = ("seq_len", "max_tokens", "kinds", "corpus_mix", "chat_data", "corpus_max_epochs")
+DATA_FIELDS = ("seq_len", "max_tokens", "kinds", "corpus_mix", "chat_data", "corpus_max_epochs", "chat_windows")
 
 
 def parse_variant(text: str) -> tuple[str, dict]:

@@ -259,6 +259,42 @@ def test_chat_data_round_trip(machine, tmp_path):
     assert any(flat[:len(s)] == s for s in sequences)
 
 
+def test_chat_windows_end_give_each_record_one_chunk_ending_at_its_answer(machine, tmp_path):
+    """chat_windows='end': every record becomes one chunk whose last tokens are the record's end
+    (answer, then eos), with the record's own tokens (or the previous record's tail) before them;
+    'stream' cuts the same records wherever the token stream falls. Bad values are refused."""
+    tokenizer = ByteTokenizer()
+    eos = tokenizer.eos_token_id
+    rng = random.Random(5)
+    records = [[rng.randrange(1, 200) for _ in range(length)] for length in (90, 20, 150, 64, 40, 200)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(
+        __import__("json").dumps({"input_ids": ids, "split": "train", "source": "code", "task": "continue",
+                                  "files": [], "answer_tokens": 4}) + "\n" for ids in records))
+    aligned = LocalTextChunks(tokenizer, 64, 10_000, mix="chat=1", chat_data=[str(path)], chat_windows="end")
+    rows = [row.tolist() for row in aligned.chunks]
+    cut = LocalTextChunks(tokenizer, 64, 10_000, mix="chat=1", chat_data=[str(path)])
+    stream = cut.chunks.flatten().tolist()  # the records in the loader's (seeded) order, cut every 64 tokens
+    order = []
+    while len(order) < len(records):  # recover that order from the stream
+        at = sum(len(records[i]) + 1 for i in order)
+        order.append(next(i for i, ids in enumerate(records) if i not in order and stream[at:at + 10] == ids[:10]
+                          or (at + 10 > len(stream) and i not in order)))
+    full = [t for i in order for t in records[i] + [eos]]
+    assert stream == full[:len(full) // 64 * 64]
+    ends = [sum(len(records[i]) + 1 for i in order[:k + 1]) for k in range(len(order))]
+    windows = [full[end - 64:end] for end in ends if end >= 64]  # a record too early for 64 tokens has none
+    assert rows == windows and len(rows) >= len(records) - 1
+    assert all(row[-1] == eos and any(row[-5:-1] == ids[-4:] for ids in records) for row in rows)
+    assert aligned.mix_report["chat"]["short"] and aligned.mix_report["chat"]["tokens"] == 64 * len(rows)
+    with pytest.raises(Exception, match="chat_windows='middle'; allowed"):
+        LocalTextChunks(tokenizer, 64, 10_000, mix="chat=1", chat_data=[str(path)], chat_windows="middle")
+    from hf_longspec.training.run import TrainRecipe  # the CLI's recipe refuses it before loading anything
+
+    with pytest.raises(Exception, match="chat_windows='middle'; allowed"):
+        TrainRecipe(output_dir=str(tmp_path / "run"), chat_windows="middle").check()
+
+
 def test_continuation_prompts_are_bare_documents_the_target_continues(machine):
     """With continuation_share, prompts are the plain document (no chat template, task "continue");
     at share 0 the prompts are exactly the chat prompts of before (same seed, same draws)."""

@@ -66,3 +66,32 @@ def test_a_kind_without_enough_local_text_is_skipped_and_recorded(tau_curve, emb
     assert skipped == {"prose": "Only 12 tokens of local prose text found; asked for 96"}
     with pytest.raises(ValueError, match="local prose text"):  # without a dict to record it: an error
         tau_curve.build_prompts(tokenizer, [96], ["code", "prose"], 1)
+
+
+def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
+    """benchmarks/compare_tau.py: means per kind and length, the long / short ratio, pooled depth
+    reach and the paired better / worse counts, over the prompts both files hold."""
+    compare = load_script("benchmarks/compare_tau.py")
+
+    def write(name, taus):
+        runs = [{"length": length, "kind": kind, "index": i, "tau": tau, "rounds": 10,
+                 "depth": {"reach": [0.5] * 5, "accept": [0.5] * 5}}
+                for (length, kind, i), tau in taus.items()]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"runs": runs}))
+        return f"{name}={path}"
+
+    old = {(2048, "code", 0): 4.0, (2048, "code", 1): 2.0, (8000, "code", 0): 3.0, (8000, "prose", 0): 1.0}
+    new = {(2048, "code", 0): 5.0, (2048, "code", 1): 2.0, (8000, "code", 0): 2.0, (8000, "prose", 0): 3.0,
+           (4096, "code", 0): 9.0}  # a prompt only one file has is left out
+    assert compare.main([write("old", old), write("new", new)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 prompts: code, prose at 2048, 8000 tokens")
+    assert "| code | 3.00 | 3.00 |" in out and "| prose | 1.00 | 3.00 |" in out
+    assert "| 8000 / 2048, code | 1.00x | 0.57x |" in out and "| all | **2.50** | **3.00** |" in out
+    assert "better on 2, worse on 1, equal on 1; mean paired difference +0.500" in out
+    assert "| 8000 | 2.00 (3.00) | 3.00 (1.00) |" in out and "50 / 50 / 50 / 50 / 50%" in out
+    assert compare.main([write("old", old), write("new", new), "--lengths", "2048"]) == 0
+    assert "better on 1, worse on 0, equal on 1" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        compare.main([str(tmp_path / "old.json")])

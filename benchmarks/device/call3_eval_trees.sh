@@ -10,7 +10,9 @@ source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 [ -n "${SKIP_TREES:-}" ] || bash benchmarks/device/tau_trees.sh
 mkdir -p "$OUT/eval"
-for draft in embedded ${CANDIDATE:-.carry/candidate/final_bf16}; do
+# SKIP_SHIPPED=1: the candidate only (the shipped draft's numbers on these prompts are already known)
+shipped=embedded; [ -z "${SKIP_SHIPPED:-}" ] || shipped=""
+for draft in $shipped ${CANDIDATE:-.carry/candidate/final_bf16}; do
   name=$(basename "$draft")
   timeout ${EVAL_LIMIT:-150} python benchmarks/tau_curve.py --out "$OUT/eval/$name" --draft "$draft" \
     --lengths 2048 4096 8000 --kinds code prose chat multilingual --prompts 3 --new-tokens 128 --device cuda \

@@ -6,7 +6,8 @@
 # /tmp/chat/chat_train.jsonl") and returns it in 15 MB parts with its summaries under $OUT/chat/.
 # CONT_SHARE=0.5: half the prompts are bare documents the target continues (task "continue");
 # SEED_BASE=10: other documents and tasks than the 640 records of 2026-12-01 (seed 0).
-# DOC_TOKENS: tokens of document per prompt (2048). LIMIT seconds per GPU; answering stops 45 s before it (--time-budget) and writes what it has.
+# DOC_TOKENS: tokens of document per prompt (2048). SOURCES: corpus sources of the documents
+# (make_chat_data.py's default: code pylib docs man changelog multilingual; "prose" adds package descriptions and licenses). LIMIT seconds per GPU; answering stops 45 s before it (--time-budget) and writes what it has.
 set -u
 [ -d /tmp/site ] || source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -16,7 +17,7 @@ GPUS=${GPUS:-0 1}          # GPUS=0 on the one-GPU kind
 for gpu in $GPUS; do
   CUDA_VISIBLE_DEVICES=$gpu timeout ${LIMIT:-540} python benchmarks/make_chat_data.py --out /tmp/chat/part$gpu.jsonl \
     --num-prompts "$PROMPTS" --document-tokens ${DOC_TOKENS:-2048} --max-new-tokens 256 --batch-size 16 --seed $((${SEED_BASE:-0} + gpu)) \
-    --continuation-share ${CONT_SHARE:-0} --time-budget $(( ${LIMIT:-540} - 45 )) \
+    --continuation-share ${CONT_SHARE:-0} ${SOURCES:+--sources $SOURCES} --time-budget $(( ${LIMIT:-540} - 45 )) \
     --draft embedded > "$OUT/chat/part$gpu.log" 2>&1 &
 done
 wait

@@ -122,6 +122,7 @@ def cmd_train(args) -> int:
         corpus_mix=args.corpus_mix,
         chat_data=list(args.chat_data),
         corpus_max_epochs=args.corpus_max_epochs,
+        chat_windows=args.chat_windows,
         init_draft=None if args.init_draft == "untrained" else args.init_draft,
     )
     check_draft_arg(args.init_draft, "--init-draft")
@@ -235,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--chat-data", nargs="*", default=[], help="jsonl files of benchmarks/make_chat_data.py")
     train.add_argument("--corpus-max-epochs", type=float, default=1.0,
                        help="passes allowed over a source smaller than its share (the rest goes to the others)")
+    train.add_argument("--chat-windows", choices=["stream", "end"], default="stream",
+                       help="chat records cut like files ('stream') or one chunk per record ending at the end of "
+                            "the target's answer ('end')")
     train.set_defaults(func=cmd_train)
 
     corpus = commands.add_parser("corpus", help="per-source files, characters (and tokens) of the local corpus")

@@ -11,6 +11,12 @@ Two ways to choose the text:
   jsonl files) is the source "chat".
 Chunks never mix sources (each source is its own token stream), so `chunk_sources` names the
 source of every chunk.
+
+Chat records (pre-tokenized prompt + target answer) are cut one of two ways (`chat_windows`):
+'stream' concatenates them like files, so a chunk boundary falls anywhere, often between a
+document and the target's answer to it; 'end' gives every record one chunk that ends where its
+answer ends (the record's last `seq_len` tokens, or the previous record's tail before a short one),
+so each answer token is trained with as much of its own document before it as fits.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ..corpus import SOURCES, documents, parse_mix, plan_mix, read_document
 from ..errors import TrainingRecipeError
 
 _BATCH_FILES = 64
+CHAT_WINDOWS = ("stream", "end")
 
 
 class LocalTextChunks(Dataset):
@@ -32,8 +39,11 @@ class LocalTextChunks(Dataset):
 
     def __init__(self, tokenizer, seq_len: int, max_tokens: int, kinds=("code", "prose"), split: str = "train",
                  seed: int = 0, packages: tuple[str, ...] | None = None, mix=None, chat_data=(),
-                 max_epochs: float = 1.0, roots=None):
+                 max_epochs: float = 1.0, roots=None, chat_windows: str = "stream"):
         self.seq_len = seq_len
+        if chat_windows not in CHAT_WINDOWS:
+            raise TrainingRecipeError(f"chat_windows={chat_windows!r}; allowed: {CHAT_WINDOWS}.")
+        self.chat_windows = chat_windows
         if mix is None:
             self._from_kinds(tokenizer, max_tokens, tuple(kinds), split, seed, packages, roots)
         else:
@@ -85,10 +95,11 @@ class LocalTextChunks(Dataset):
             items = _chat_items(chat_data, split, len(tokenizer)) if name == "chat" else list(
                 documents(name, split, packages, roots))
             random.Random(seed * 1_000_003 + zlib.crc32(name.encode())).shuffle(items)
-            streams[name] = _SourceStream(name, items, tokenizer, eos)
+            streams[name] = _SourceStream(name, items, tokenizer, eos, self.seq_len,
+                                          align_records=name == "chat" and self.chat_windows == "end")
         # fill every source to its planned share; when a source runs out, plan again knowing its size
         for _ in range(len(streams) + 1):
-            known = {name: float(s.tokens) for name, s in streams.items() if s.exhausted}
+            known = {name: float(s.size) for name, s in streams.items() if s.exhausted}
             targets = plan_mix(weights, known, max_tokens, max_epochs)
             for name, stream in streams.items():
                 stream.fill(targets[name])
@@ -96,15 +107,15 @@ class LocalTextChunks(Dataset):
                 break
         chunks, sources, report = [], [], {}
         for index, (name, stream) in enumerate(streams.items()):
-            ids = stream.take(min(targets[name], stream.tokens * max_epochs), self.seq_len)
+            ids = stream.take(min(targets[name], stream.size * max_epochs))
             count = len(ids) // self.seq_len
             if count:
                 chunks.append(ids.view(count, self.seq_len))
                 sources.append(torch.full((count,), index, dtype=torch.long))
             report[name] = {"weight": weights[name], "tokens": count * self.seq_len, "documents": stream.used,
-                            "short": stream.exhausted and stream.tokens * max_epochs < weights[name] * max_tokens,
+                            "short": stream.exhausted and stream.size * max_epochs < weights[name] * max_tokens,
                             # passes over the whole source; None when it was not read to the end
-                            "epochs": count * self.seq_len / stream.tokens if stream.exhausted and stream.tokens
+                            "epochs": count * self.seq_len / stream.size if stream.exhausted and stream.size
                             else None}
         total = sum(row["tokens"] for row in report.values())
         if total == 0:
@@ -130,19 +141,29 @@ class LocalTextChunks(Dataset):
 
 
 class _SourceStream:
-    """One source's documents, tokenized lazily in batches until a token target is reached."""
+    """One source's documents, tokenized lazily in batches until a token target is reached.
+    `align_records`: chunks end where pre-tokenized records end (chat_windows='end')."""
 
-    def __init__(self, name, items, tokenizer, eos):
+    def __init__(self, name, items, tokenizer, eos, seq_len: int, align_records: bool = False):
         self.name, self.items, self.tokenizer, self.eos = name, items, tokenizer, eos
+        self.seq_len, self.align_records = seq_len, align_records
         self.position, self.used, self.tokens = 0, 0, 0
         self.pieces: list[torch.Tensor] = []
+        self.record_ends: list[int] = []  # stream offsets just past each record's EOS
 
     @property
     def exhausted(self) -> bool:
         return self.position >= len(self.items)
 
+    @property
+    def size(self) -> int:
+        """Tokens that `take` can give without repeating."""
+        if self.align_records:
+            return sum(end >= self.seq_len for end in self.record_ends) * self.seq_len
+        return self.tokens
+
     def fill(self, target: float) -> None:
-        while self.tokens < target and not self.exhausted:
+        while self.size < target and not self.exhausted:
             batch = self.items[self.position:self.position + _BATCH_FILES]
             self.position += len(batch)
             texts, ready = [], []
@@ -153,17 +174,26 @@ class _SourceStream:
                     text = read_document(item)
                     if text:
                         texts.append(text)
-            ids = (_encode_all(self.tokenizer, texts, self.eos) if texts else []) + [t for r in ready for t in r]
+            ids = _encode_all(self.tokenizer, texts, self.eos) if texts else []
+            for record in ready:
+                ids += record
+                self.record_ends.append(self.tokens + len(ids))
             self.used += len(texts) + len(ready)
             if ids:
                 self.pieces.append(torch.tensor(ids, dtype=torch.long))
                 self.tokens += len(ids)
 
-    def take(self, budget: float, seq_len: int) -> torch.Tensor:
+    def take(self, budget: float) -> torch.Tensor:
         """The first `budget` tokens (whole chunks), repeating the stream if the budget is larger."""
+        seq_len = self.seq_len
         if not self.pieces:
             return torch.zeros(0, dtype=torch.long)
         stream = torch.cat(self.pieces)
+        if self.align_records:  # one chunk per record, ending at its end
+            stream = torch.cat([stream[end - seq_len:end] for end in self.record_ends if end >= seq_len]
+                               or [stream[:0]])
+            if not len(stream):
+                return stream
         wanted = int(budget) // seq_len * seq_len
         if wanted > len(stream):
             stream = stream.repeat(-(-wanted // len(stream)))

@@ -50,6 +50,9 @@ class TrainRecipe:
     corpus_mix: str | dict | None = None
     chat_data: list[str] = field(default_factory=list)  # jsonl files of training/chat_data.py (source "chat")
     corpus_max_epochs: float = 1.0  # passes over a source that is smaller than its share
+    # how chat records become chunks (training/data.py): "stream" (cut like files) or "end" (one
+    # chunk per record, ending where the target's answer ends)
+    chat_windows: str = "stream"
     seed: int = 0
     save_steps: int = 500
     logging_steps: int = 10
@@ -94,6 +97,10 @@ class TrainRecipe:
             raise TrainingRecipeError(f"warmup_steps={self.warmup_steps!r}; allowed: an int >= 0.")
         if self.distill not in DISTILL_MODES:
             raise TrainingRecipeError(f"distill={self.distill!r}; allowed: {DISTILL_MODES}.")
+        from .data import CHAT_WINDOWS
+
+        if self.chat_windows not in CHAT_WINDOWS:
+            raise TrainingRecipeError(f"chat_windows={self.chat_windows!r}; allowed: {CHAT_WINDOWS}.")
         steps = self.rollout_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < self.seq_len:
             raise TrainingRecipeError(f"rollout_steps={steps!r}; allowed: an int from 1 (no rollout) to seq_len - 1 "
@@ -156,7 +163,8 @@ def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
         return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds),
                                seed=recipe.seed)
     return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, seed=recipe.seed, mix=recipe.corpus_mix,
-                           chat_data=tuple(recipe.chat_data), max_epochs=recipe.corpus_max_epochs)
+                           chat_data=tuple(recipe.chat_data), max_epochs=recipe.corpus_max_epochs,
+                           chat_windows=recipe.chat_windows)
 
 
 def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:

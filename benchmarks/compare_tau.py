@@ -1,0 +1,89 @@
+"""Two or more drafts' held-out tau on the same prompts, side by side (tables for docs/training.md).
+
+    python benchmarks/compare_tau.py shipped=A/tau_curve.json candidate=B/tau_curve.json [--lengths 2048 4096 8000]
+
+Every file must come from `benchmarks/tau_curve.py` with the same lengths, kinds and prompt count, so
+that run (length, kind, index) is the same prompt in each; the last draft is compared, prompt by
+prompt, with the first. Prints markdown: tau per kind and per context length, the 8k / 2k ratio per
+kind, acceptance reaching depth 1-5, prompts better / worse / equal, and the cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+
+def load_runs(path: str, lengths=None) -> dict[tuple, dict]:
+    runs = json.load(open(path))["runs"]
+    return {(r["length"], r["kind"], r["index"]): r for r in runs if not lengths or r["length"] in lengths}
+
+
+def mean_tau(runs) -> float:
+    return statistics.mean(r["tau"] for r in runs) if runs else float("nan")
+
+
+def reach(runs) -> list[float]:
+    """Share of rounds whose accepted path reaches depth d, pooled over the prompts' rounds."""
+    rounds = sum(r["rounds"] for r in runs)
+    depth = len(runs[0]["depth"]["reach"])
+    return [sum(r["depth"]["reach"][d] * r["rounds"] for r in runs) / rounds for d in range(depth)]
+
+
+def compare(named: dict[str, dict[tuple, dict]]) -> str:
+    names = list(named)
+    keys = sorted(set.intersection(*(set(runs) for runs in named.values())))
+    if not keys:
+        raise SystemExit("the files share no (length, kind, prompt) runs")
+    kinds = list(dict.fromkeys(k[1] for k in keys))
+    lengths = sorted({k[0] for k in keys})
+    pick = {name: {k: runs[k] for k in keys} for name, runs in named.items()}
+
+    def cell(name, length=None, kind=None):
+        return [r for k, r in pick[name].items() if (length is None or k[0] == length) and (kind is None or k[1] == kind)]
+
+    lines = [f"{len(keys)} prompts: {', '.join(kinds)} at {', '.join(map(str, lengths))} tokens", "",
+             "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for kind in kinds:
+        lines.append(f"| {kind} | " + " | ".join(f"{mean_tau(cell(n, kind=kind)):.2f}" for n in names) + " |")
+    for length in lengths:
+        lines.append(f"| {length} | " + " | ".join(f"{mean_tau(cell(n, length)):.2f}" for n in names) + " |")
+    lines.append("| all | " + " | ".join(f"**{mean_tau(cell(n)):.2f}**" for n in names) + " |")
+    if len(lengths) > 1:
+        first, last = lengths[0], lengths[-1]
+        for kind in kinds + [None]:
+            ratios = [mean_tau(cell(n, last, kind)) / mean_tau(cell(n, first, kind)) for n in names]
+            lines.append(f"| {last} / {first}, {kind or 'pooled'} | " + " | ".join(f"{x:.2f}x" for x in ratios) + " |")
+    lines.append("| acceptance reaching depth 1-5 | " + " | ".join(
+        " / ".join(f"{100 * x:.0f}" for x in reach(cell(n))) + "%" for n in names) + " |")
+    base, new = names[0], names[-1]
+    deltas = [pick[new][k]["tau"] - pick[base][k]["tau"] for k in keys]
+    lines += ["", f"{new} against {base}: better on {sum(d > 1e-9 for d in deltas)}, worse on "
+              f"{sum(d < -1e-9 for d in deltas)}, equal on {sum(abs(d) <= 1e-9 for d in deltas)}; "
+              f"mean paired difference {statistics.mean(deltas):+.3f}", "",
+              f"Per cell, {new} ({base} in brackets):", "",
+              "| context | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+    for length in lengths:
+        lines.append(f"| {length} | " + " | ".join(
+            f"{mean_tau(cell(new, length, kind)):.2f} ({mean_tau(cell(base, length, kind)):.2f})" for kind in kinds) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", help="NAME=tau_curve.json, the reference first")
+    parser.add_argument("--lengths", type=int, nargs="*", default=None, help="only these context lengths")
+    args = parser.parse_args(argv)
+    named = {}
+    for item in args.files:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise SystemExit(f"{item!r}: give NAME=PATH")
+        named[name] = load_runs(path, args.lengths)
+    print(compare(named))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
