@@ -1,0 +1,96 @@
+"""What a draft-free lookup branch would accept on the prompts a draft was measured on.
+
+    PYTHONPATH=src python benchmarks/lookup_tau.py docs/results/session6_2026-12-01/tau_cpu_stage5.json
+
+Prompt lookup (n-gram copying from the context, as transformers' `prompt_lookup_num_tokens` does)
+proposes the tokens that followed the latest earlier occurrence of the last n committed tokens.
+Long prompts repeat themselves (licenses, catalogs, code), so this costs no model at all and may
+catch what a small draft misses. Greedy decoding is deterministic, so the target's output stored by
+`benchmarks/tau_curve.py` is exactly what a lookup chain would be verified against: replaying it
+gives the tau that lookup alone reaches (a chain of `--depth` tokens per round), prompt by prompt,
+beside the draft's. The prompts are rebuilt from this machine's eval split, so the JSON must come
+from this machine (or one with the same local text). No model runs but the tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def lookup_chain(context: list[int], length: int, max_ngram: int = 3) -> list[int]:
+    """The `length` tokens after the latest earlier match of the context's last n tokens, the
+    longest n first (n = max_ngram .. 1); [] when no suffix recurs."""
+    for n in range(min(max_ngram, len(context) - 1), 0, -1):
+        suffix = context[-n:]
+        for start in range(len(context) - n - 1, -1, -1):
+            if context[start:start + n] == suffix:
+                return context[start + n:start + n + length]
+    return []
+
+
+def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, max_ngram: int = 3) -> float:
+    """Tokens per target forward of lookup-only speculation replayed on a greedy output: the first
+    token comes from the prefill; every round then accepts the lookup chain's matching prefix plus
+    the target's own next token (tau_curve.py counts the same way)."""
+    committed, rounds = 1, 0
+    while committed < len(output):
+        guess = lookup_chain(prompt + output[:committed], depth, max_ngram)
+        accepted = 0
+        while accepted < len(guess) and committed + accepted < len(output) and guess[accepted] == output[committed + accepted]:
+            accepted += 1
+        committed += accepted + 1
+        rounds += 1
+    return (len(output) - 1) / max(rounds, 1)
+
+
+def compare(runs: list[dict], prompts: dict, depth: int, max_ngram: int) -> str:
+    rows = []
+    for run in runs:
+        prompt = prompts[(run["length"], run["kind"], run["index"])]
+        rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
+                     "lookup": lookup_tau(prompt, run["tokens"], depth, max_ngram)})
+    lines = [f"lookup chain of {depth} tokens, n-grams {max_ngram}..1, {len(rows)} prompts", "",
+             "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
+             "|---|---|---|---|---|"]
+    for kind in dict.fromkeys(row["kind"] for row in rows):
+        mine = [row for row in rows if row["kind"] == kind]
+        best = max(mine, key=lambda row: row["lookup"] - row["draft"])
+        lines.append(f"| {kind} | {statistics.mean(r['draft'] for r in mine):.2f} | "
+                     f"{statistics.mean(r['lookup'] for r in mine):.2f} | "
+                     f"{sum(r['lookup'] > r['draft'] for r in mine)} / {len(mine)} | "
+                     f"{best['lookup'] - best['draft']:+.2f} ({best['length']}, prompt {best['index']}) |")
+    lines.append(f"| all | {statistics.mean(r['draft'] for r in rows):.2f} | {statistics.mean(r['lookup'] for r in rows):.2f} | "
+                 f"{sum(r['lookup'] > r['draft'] for r in rows)} / {len(rows)} | |")
+    lines += ["", "| context | kind | prompt | draft tau | lookup tau |", "|---|---|---|---|---|"]
+    lines += [f"| {r['length']} | {r['kind']} | {r['index']} | {r['draft']:.2f} | {r['lookup']:.2f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tau_json", help="a benchmarks/tau_curve.py JSON measured on this machine's eval split")
+    parser.add_argument("--depth", type=int, default=5, help="tokens in the lookup chain (the default tree's depth)")
+    parser.add_argument("--max-ngram", type=int, default=3)
+    parser.add_argument("--target", default="embedded", help="tokenizer: 'embedded' or a local model folder")
+    args = parser.parse_args(argv)
+    result = json.loads(Path(args.tau_json).read_text())
+    settings = result["settings"]
+    sys.path.insert(0, str(Path(__file__).parent))
+    import tau_curve
+
+    from hf_longspec.cli import _load_tokenizer
+
+    tokenizer = _load_tokenizer(args.target, None)
+    built = tau_curve.build_prompts(tokenizer, settings["lengths"], settings["kinds"], settings["prompts"],
+                                    settings.get("seed", 0))
+    prompts = {(p["length"], p["kind"], p["index"]): p["input_ids"] for p in built}
+    print(compare(result["runs"], prompts, args.depth, args.max_ngram))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
