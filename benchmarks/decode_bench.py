@@ -12,7 +12,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - longspec_uncompiled: the same with `longspec_compile=False` (what torch.compile buys);
 - longspec_eager_rounds: no graphs, no compile (what both buy).
 - longspec_tree_W1-W2-...: with ``--trees``, the shipped draft with ``longspec_tree_widths=[W1, W2, ...]``
-  (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper).
+  (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper);
+- longspec_lookup: the default tree plus a 5-token prompt-lookup chain (``longspec_lookup_tokens=5``).
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -44,6 +45,7 @@ METHODS = {
     "longspec": {"assistant_model": True},
     "longspec_uncompiled": {"assistant_model": True, "longspec_compile": False},
     "longspec_eager_rounds": {"assistant_model": True, "longspec_cuda_graphs": False, "longspec_compile": False},
+    "longspec_lookup": {"assistant_model": True, "longspec_lookup_tokens": 5},
 }
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
@@ -94,7 +96,8 @@ def float32_exactness(workloads, args) -> list[dict]:
         ids = torch.tensor([w.input_ids], device=DEVICE)
         target.set_attn_implementation("sdpa")
         reference = target.generate(ids, max_new_tokens=64, do_sample=False)
-        for options in ({}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False}):
+        for options in ({}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False},
+                        {"longspec_lookup_tokens": 5}):
             out = target.generate(ids, assistant_model=draft, max_new_tokens=64, do_sample=False, **options)
             results.append({"prompt": w.name, "options": options, "identical": torch.equal(out, reference),
                             "tau": draft.last_stats.tau, "compiled": draft.last_stats.compiled,
@@ -173,7 +176,7 @@ def main():
             taus = [r["stats"]["tau"] for r in group if r["method"] == "longspec"]
             row["tau_median"] = statistics.median(taus) if taus else None
             for method in args.methods:
-                if method.startswith("longspec_tree_"):
+                if method.startswith("longspec_tree_") or method == "longspec_lookup":
                     row[method]["tau_median"] = statistics.median(r["stats"]["tau"] for r in group if r["method"] == method)
             floor_s = (weights + kv_bytes_per_token(target) * length) / bandwidth
             row["vanilla_step_bytes_floor_ms"] = 1000 * floor_s

@@ -109,6 +109,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     common = {"attention_mask": torch.ones_like(ids), "max_new_tokens": args.new_tokens, "do_sample": False,
               "pad_token_id": args.pad_token_id}
     extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
+    if getattr(args, "lookup_tokens", 0):
+        extra["longspec_lookup_tokens"] = args.lookup_tokens
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False
     _sync(device)
@@ -120,7 +122,7 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     record = {k: prompt[k] for k in ("length", "kind", "index", "source")}
     record.update(tau=stats["tau"], rounds=stats["rounds"], new_tokens=len(new), seconds=time.perf_counter() - start,
                   histogram=stats["accepted_length_histogram"], depth=depth_acceptance(stats["accepted_length_histogram"], depth),
-                  tokens=new)
+                  tokens=new, lookup_commits=stats.get("lookup_commits", 0))
     if check_exact:
         start = time.perf_counter()
         reference = target.generate(ids, **common)[0, ids.shape[1]:].tolist()
@@ -242,6 +244,8 @@ def parse_args(argv=None):
                         help="default: float32 on cpu, bfloat16 on cuda")
     parser.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a draft folder")
     parser.add_argument("--tree-widths", type=int, nargs="+", default=None, help="default: the draft's tree")
+    parser.add_argument("--lookup-tokens", type=int, default=0,
+                        help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
     args = parser.parse_args(argv)

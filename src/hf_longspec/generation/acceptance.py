@@ -3,7 +3,8 @@
 Greedy (``greedy_accept``, device only): a node is accepted when its parent is accepted and its
 token is the target's argmax at the parent; the accepted nodes form one path from the root, and
 the target's argmax at the path's last node is the bonus token. Vectorised over the tree, one
-depth at a time: no host sync, so it runs inside the round's CUDA graph.
+depth at a time: no host sync, so it runs inside the round's CUDA graph. A lookup chain
+(``TreeLayout.lookup``) is a second candidate path; the longer accepted path wins, the draft's on a tie.
 
 With logits processors, sampling or returned scores (``PathVerifier``, on the host): walk from the
 root; greedy follows the child holding the processed argmax. Sampling does recursive rejection
@@ -30,6 +31,7 @@ class AcceptedPaths:
     accepted: torch.Tensor  # (B,) nodes kept in the cache (root included) = tokens emitted
     emitted: torch.Tensor  # (B, D+1) accepted tokens after the root, then the bonus token
     non_chain: torch.Tensor  # (B,) bool: some accepted node is not its parent's first child
+    lookup: torch.Tensor | None = None  # (B,) bool: the lookup chain's path was taken
 
 
 def first_child_flags(layout: TreeLayout, parents: torch.Tensor) -> torch.Tensor:
@@ -59,6 +61,16 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
         # at most one node per depth is accepted: siblings hold distinct tokens
         path[:, depth] = offsets[depth] + ok.int().argmax(dim=1)
         count += ok.any(dim=1)
+    use_lookup = None
+    if layout.lookup:
+        chain = slice(layout.lookup_offset, layout.num_nodes)
+        ok = (tree.tokens[:, chain] == best.gather(1, tree.parents[:, chain])) & tree.valid[:, chain]
+        chain_count = 1 + ok.long().cumprod(dim=1).sum(dim=1)  # a chain node needs every one before it
+        use_lookup = chain_count > count
+        chain_path = torch.zeros_like(path)
+        chain_path[:, 1 : layout.lookup + 1] = torch.arange(chain.start, chain.stop, device=best.device)
+        path = torch.where(use_lookup[:, None], chain_path, path)
+        count = torch.where(use_lookup, chain_count, count)
     last = path.gather(1, (count - 1)[:, None])
     bonus = best.gather(1, last)
     emitted = torch.cat([tree.tokens.gather(1, path[:, 1:]), bonus], dim=1)
@@ -66,7 +78,10 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
     steps = torch.arange(layout.depth + 1, device=best.device)[None]
     on_path = (steps > 0) & (steps < count[:, None])
     branching = ~first_child_flags(layout, tree.parents).gather(1, path)
-    return AcceptedPaths(path, count, emitted, (branching & on_path).any(dim=1))
+    non_chain = (branching & on_path).any(dim=1)
+    if use_lookup is not None:  # a chain node is no draft node's first child
+        non_chain = non_chain | use_lookup
+    return AcceptedPaths(path, count, emitted, non_chain, use_lookup)
 
 
 @dataclass

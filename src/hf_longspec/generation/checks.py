@@ -14,6 +14,18 @@ from .decoder import VERIFY_MODES
 CUT_SHORT_ROWS = "_longspec_rows_cut_short"
 
 
+def check_lookup(tokens, on_host: bool) -> None:
+    """``longspec_lookup_tokens``: an int >= 0, and > 0 only for greedy rounds on the device."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise UnsupportedGenerationError(
+            f"longspec_lookup_tokens={tokens!r}; allowed: an int >= 0 (0: no prompt-lookup chain).")
+    if tokens and on_host:
+        raise UnsupportedGenerationError(
+            f"longspec_lookup_tokens={tokens} needs greedy decoding without logits processors and without returned "
+            "scores or logits; sampling, processors and scores verify on the host, where the lookup chain is not "
+            "built. Allowed: longspec_lookup_tokens=0 here, or do_sample=False with no processors.")
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""

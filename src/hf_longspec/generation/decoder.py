@@ -24,6 +24,7 @@ from ..draft_state import DraftStepContext
 from ..target_support import cache_argument_name
 from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
 from .draft_tree import TreeBuffers, TreeDrafter, TreeLayout
+from .lookup import PromptLookup
 from .tree_cache import TreeKVCache
 
 CAPACITY_BUCKET = 1024  # cache capacity is rounded up to this: one graph serves many prompt lengths
@@ -66,7 +67,9 @@ class LongSpecDecoder:
         self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
         self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
         self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
-        # packed result of a round, per row: [accepted, non_chain, emitted tokens (D+1)]
+        # the lookup chain's committed-token history (None without a chain: nothing changes then)
+        self.lookup = PromptLookup(batch_size, capacity, layout.lookup, self.device) if layout.lookup else None
+        # packed result of a round, per row: [accepted, non_chain + 2 * lookup taken, emitted tokens (D+1)]
         self.result = torch.zeros(batch_size, layout.depth + 3, dtype=torch.long, device=self.device)
         self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}
         self._graph = None
@@ -111,6 +114,8 @@ class LongSpecDecoder:
         else:
             self.cache.load(prefill_cache, length, starts)
         self.draft.start(prompt_ids, ring=self.context.ring, starts=torch.tensor(starts, device=self.device))
+        if self.lookup is not None:
+            self.lookup.start(prompt_ids, starts)
         self.root_tokens.copy_(first_tokens)
         self.active.fill_(True)
 
@@ -148,6 +153,8 @@ class LongSpecDecoder:
 
     def _draft_greedy_eager(self) -> None:
         self._draft(self._greedy_drafter)
+        if self.lookup is not None:
+            self._greedy_drafter.attach_lookup(*self.lookup.propose(self.cache.lengths, self.root_tokens))
 
     def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
         """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become
@@ -155,7 +162,10 @@ class LongSpecDecoder:
         accepted = accepted * self.active
         positions = self.cache.lengths[:, None] + torch.arange(path_nodes.shape[1], device=self.device)[None]
         valid = positions < (self.cache.lengths + accepted)[:, None]
-        self.draft.commit(self.context.ring, self.tree.tokens.gather(1, path_nodes), positions, valid)
+        tokens = self.tree.tokens.gather(1, path_nodes)
+        self.draft.commit(self.context.ring, tokens, positions, valid)
+        if self.lookup is not None:
+            self.lookup.commit(tokens, positions, valid)
         self.cache.commit(path_nodes, accepted)
         self.root_tokens.copy_(torch.where(self.active, roots, self.root_tokens))
 
@@ -167,7 +177,7 @@ class LongSpecDecoder:
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
         self.result[:, 0] = paths.accepted
-        self.result[:, 1] = paths.non_chain
+        self.result[:, 1] = paths.non_chain.long() + (2 * paths.lookup.long() if paths.lookup is not None else 0)
         self.result[:, 2:] = paths.emitted
 
     def run_round(self) -> torch.Tensor:

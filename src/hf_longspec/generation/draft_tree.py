@@ -10,6 +10,9 @@ step is a device op, and the whole drafting phase can be captured once as a CUDA
 whose draft probability is 0 (a token the logits processors forbid) is kept in its slot but marked
 invalid: it is never accepted, and neither are its descendants.
 
+A layout with ``lookup`` K > 0 adds K nodes after the draft's, one chain from the root holding the
+prompt-lookup tokens (lookup.py); the draft never runs them (greedy only).
+
 Sampling keeps this shape and stays lossless: how many children each node gets is fixed from the
 deterministic top-k ranking *before* its children are drawn, and the children are then drawn
 without replacement from the draft distribution q (Gumbel-top-k). Recursive rejection sampling
@@ -27,9 +30,10 @@ from ..draft_state import DraftStepContext
 
 @dataclass(frozen=True)
 class TreeLayout:
-    """Widths per depth and the node numbering they imply."""
+    """Widths per depth and the node numbering they imply; ``lookup`` chain nodes come last."""
 
     widths: tuple[int, ...]
+    lookup: int = 0
 
     @classmethod
     def plan(cls, widths, max_nodes: int | None, vocab_size: int) -> "TreeLayout":
@@ -50,7 +54,16 @@ class TreeLayout:
 
     @property
     def num_nodes(self) -> int:
+        return 1 + sum(self.widths) + self.lookup
+
+    @property
+    def lookup_offset(self) -> int:
+        """Node id of the lookup chain's first node."""
         return 1 + sum(self.widths)
+
+    def with_lookup(self, tokens: int) -> "TreeLayout":
+        """This tree plus a lookup chain of ``tokens`` nodes, at most as deep as the tree."""
+        return TreeLayout(self.widths, min(int(tokens), self.depth))
 
     @property
     def num_run(self) -> int:
@@ -67,7 +80,8 @@ class TreeLayout:
         return tuple(starts)
 
     def depth_of_nodes(self) -> list[int]:
-        return [0] + [d + 1 for d, width in enumerate(self.widths) for _ in range(width)]
+        return [0] + [d + 1 for d, width in enumerate(self.widths) for _ in range(width)] + \
+            list(range(1, self.lookup + 1))
 
 
 @dataclass
@@ -134,6 +148,14 @@ class TreeDrafter:
         self.do_sample = do_sample
         device = buffers.tokens.device
         self._eye = torch.eye(layout.num_nodes, dtype=torch.bool, device=device)
+        if layout.lookup:  # the chain's fixed parents and ancestors: root, then each earlier chain node
+            chain = torch.arange(layout.lookup_offset, layout.num_nodes, device=device)
+            self._chain_parents = torch.cat([chain.new_zeros(1), chain[:-1]])[None]
+            ancestors = torch.zeros(layout.lookup, layout.num_nodes, dtype=torch.bool, device=device)
+            ancestors[:, 0] = True
+            ancestors[:, layout.lookup_offset:] = torch.ones(layout.lookup, layout.lookup, dtype=torch.bool,
+                                                             device=device).tril()
+            self._chain_ancestors = ancestors[None]
 
     @torch.no_grad()
     def build(self, context: DraftStepContext, root_tokens: torch.Tensor, root_positions: torch.Tensor,
@@ -179,6 +201,15 @@ class TreeDrafter:
             paths = tree.path_tokens.gather(1, parent[..., None].expand(batch, width, tree.path_tokens.shape[2]))
             paths[:, :, depth - 1] = child_tokens
             tree.path_tokens[:, new] = paths
+
+    def attach_lookup(self, tokens: torch.Tensor, valid: torch.Tensor) -> None:
+        """Write the (B, K) lookup chain into its nodes (after ``build``); invalid ones are never accepted."""
+        tree, chain = self.buffers, slice(self.layout.lookup_offset, self.layout.num_nodes)
+        tree.tokens[:, chain] = tokens
+        tree.parents[:, chain] = self._chain_parents
+        tree.valid[:, chain] = valid
+        tree.scores[:, chain] = 0.0
+        tree.ancestors[:, chain] = self._chain_ancestors
 
     def _log_probs(self, logits: torch.Tensor, history, path_tokens) -> torch.Tensor:
         """Log q per frontier node (B, n, V), after the logits processors the target's scores get.

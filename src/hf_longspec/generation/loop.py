@@ -16,7 +16,7 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import check_request
+from .checks import check_lookup, check_request
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
@@ -84,7 +84,7 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
     concurrent calls get separate ones). Building a new one first drops the least recently used idle
     decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
-    key = (id(draft.target), weight.dtype, weight.device, layout.widths, capacity, batch_size, verify_mode, use_graphs,
+    key = (id(draft.target), weight.dtype, weight.device, layout, capacity, batch_size, verify_mode, use_graphs,
            sampling, compile, compile and compile_verify)
     with _POOL_LOCK:
         pools = draft.__dict__.setdefault("_longspec_decoders", {})
@@ -159,6 +159,7 @@ def longspec_generate(
     longspec_streamer=None,
     longspec_tree_widths=None,
     longspec_max_nodes=None,
+    longspec_lookup_tokens: int = 0,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
     longspec_compile: bool | None = None,
@@ -169,6 +170,9 @@ def longspec_generate(
 ):
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
 
+    longspec_lookup_tokens: K > 0 adds a chain of K prompt-lookup tokens (copied from the committed text,
+        generation/lookup.py) beside the draft's tree, at most as deep as the tree; greedy without logits
+        processors only. 0 (the default): the draft's tree alone.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -199,6 +203,8 @@ def longspec_generate(
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
     on_host = do_sample or processors is not None or keep_scores
+    check_lookup(longspec_lookup_tokens, on_host)
+    layout = layout.with_lookup(longspec_lookup_tokens)
 
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
@@ -324,7 +330,8 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                         for row, path in enumerate(paths) if path is not None]
             else:
                 result = decoder.run_round().tolist()
-                rows = [(row, r[2 : 2 + r[0]], r[1], None, None) for row, r in enumerate(result) if active[row]]
+                rows = [(row, r[2 : 2 + r[0]], r[1] & 1, None, None) for row, r in enumerate(result) if active[row]]
+                stats.lookup_commits += sum(r[1] >> 1 for row, r in enumerate(result) if active[row])
             for row, tokens, non_chain, scores, logits in rows:
                 emitted = emitters[row].emit(tokens, scores or None, logits or None)
                 stats.rounds += 1

@@ -14,6 +14,7 @@ class LongSpecStats:
     prompt_tokens: int = 0
     new_tokens: int = 0
     non_chain_commits: int = 0  # rounds whose accepted path left the best-ranked child at some depth
+    lookup_commits: int = 0  # rounds that kept the prompt-lookup chain's path (longspec_lookup_tokens)
     accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
     cuda_graphs: bool = False  # whether rounds were replayed as a captured CUDA graph
     compiled: bool = False  # whether the round's drafting ran torch.compile'd code
@@ -38,6 +39,7 @@ class LongSpecStats:
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
             "non_chain_commits": self.non_chain_commits,
+            "lookup_commits": self.lookup_commits,
             "accepted_length_histogram": self.histogram(),
             "cuda_graphs": self.cuda_graphs,
             "compiled": self.compiled,

@@ -1,0 +1,62 @@
+"""A draft-free branch for the tree: the tokens that followed the latest earlier occurrence of the
+committed text's last n tokens (prompt lookup, as transformers' ``prompt_lookup_num_tokens``).
+
+Long prompts repeat themselves (licenses, catalogs, code, a summary quoting its document), and a
+one-layer draft misses part of it; copying costs no model. The chain of ``K`` looked-up tokens hangs
+from the root beside the draft's nodes (``TreeLayout.lookup``), so verification keeps whichever
+path the target accepts further: the output stays the target's own. Replayed on stored greedy
+outputs, lookup alone beat the shipped draft on 7 of 32 CPU prompts (benchmarks/lookup_tau.py).
+
+Every row's committed ids live in one device buffer and the search is a few (B, C) tensor ops
+with static shapes: no host sync, so the round stays one CUDA graph.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NGRAM_SIZES = (3, 2, 1)  # the longest recurring suffix wins
+
+
+class PromptLookup:
+    """Each row's committed token ids (prompt, then accepted tokens) and the lookup over them."""
+
+    def __init__(self, batch_size: int, capacity: int, length: int, device):
+        self.length = length  # tokens per chain
+        self.history = torch.full((batch_size, capacity + 1), -1, dtype=torch.long, device=device)
+        self._steps = torch.arange(length, device=device)[None]
+        self._slots = torch.arange(capacity + 1, device=device)[None]
+
+    def start(self, prompt_ids: torch.Tensor, starts: list[int]) -> None:
+        """Row b's real tokens (after its ``starts[b]`` tokens of left padding) at slots 0..."""
+        self.history.fill_(-1)
+        width = prompt_ids.shape[1]
+        for row, start in enumerate(starts):
+            self.history[row, : width - start] = prompt_ids[row, start:]
+
+    def commit(self, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> None:
+        """Committed tokens (B, n) at their absolute positions; entries where ``valid`` is False are skipped."""
+        slots = torch.where(valid, positions, self.history.shape[1] - 1)  # skipped: the spare last slot
+        kept = torch.where(valid, token_ids, self.history.gather(1, slots))
+        self.history.scatter_(1, slots, kept)
+
+    def propose(self, lengths: torch.Tensor, roots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, K) tokens and their validity: the continuation of the latest earlier match of the
+        context's longest recurring suffix (the context is the committed tokens, then the root)."""
+        history, slots = self.history, self._slots
+        history.scatter_(1, lengths[:, None], roots[:, None])
+        end = lengths + 1  # context tokens per row
+        batch, width = history.shape
+        start = torch.full((batch,), -1, dtype=torch.long, device=history.device)
+        for n in NGRAM_SIZES:
+            suffix = history.gather(1, (end[:, None] - n + torch.arange(n, device=history.device)[None]).clamp(min=0))
+            match = slots < (end - n)[:, None]  # a match must lie before the suffix itself
+            for i in range(n):
+                shifted = torch.cat([history[:, i:], history.new_full((batch, i), -1)], dim=1)
+                match &= shifted == suffix[:, i : i + 1]
+            latest = torch.where(match, slots, -1).amax(dim=1)
+            start = torch.where((start < 0) & (latest >= 0) & (end > n), latest + n, start)
+        chain = start[:, None] + self._steps
+        valid = (start[:, None] >= 0) & (chain < end[:, None])
+        tokens = history.gather(1, chain.clamp(0, width - 1))
+        return torch.where(valid, tokens, 0), valid  # an invalid node still needs a real token id to embed

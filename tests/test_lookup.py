@@ -1,0 +1,134 @@
+"""The prompt-lookup chain beside the draft's tree (``longspec_lookup_tokens``): the device-side
+search, greedy exactness when rounds keep the chain's path (tiny targets, batches, the real target
+on real text), the returned cache, and clear refusals."""
+
+import pytest
+import torch
+
+from conftest import random_prompt, tiny_llama
+from hf_longspec import LongSpecDraftModel, UnsupportedGenerationError
+from hf_longspec.corpus import long_prompt_ids
+from hf_longspec.generation.draft_tree import TreeLayout
+from hf_longspec.generation.lookup import PromptLookup
+
+
+def _lookup(history_rows, chain=3):
+    lookup = PromptLookup(len(history_rows), 32, chain, "cpu")
+    width = max(len(r) for r in history_rows)
+    ids = torch.tensor([[0] * (width - len(r)) + r for r in history_rows])
+    lookup.start(ids, [width - len(r) for r in history_rows])
+    return lookup
+
+
+def test_lookup_proposes_what_followed_the_latest_longest_match():
+    # row 0, context ... 9 2 + root 3: the 2-gram "2 3" recurs at 1 and 5, but the 3-gram "9 2 3"
+    # recurs too (at 4) and the longest wins: what followed it, "7 8 9"
+    lookup = _lookup([[1, 2, 3, 4, 9, 2, 3, 7, 8, 9, 2], [5, 6, 7, 8]])
+    lengths = torch.tensor([11, 4])
+    tokens, valid = lookup.propose(lengths, torch.tensor([3, 6]))
+    assert tokens[0].tolist() == [7, 8, 9] and valid[0].tolist() == [True, True, True]
+    # row 1: context 5 6 7 8 6: only the 1-gram "6" recurs (at 1): "7 8 6", the last one the root itself
+    assert tokens[1].tolist() == [7, 8, 6] and valid[1].tolist() == [True, True, True]
+    # nothing recurs: no valid chain token
+    fresh = _lookup([[1, 2, 3]])
+    _, valid = fresh.propose(torch.tensor([3]), torch.tensor([4]))
+    assert not valid.any()
+    # a match near the end: the chain stops where the context does
+    short = _lookup([[4, 5, 6, 4]])
+    tokens, valid = short.propose(torch.tensor([4]), torch.tensor([5]))  # context 4 5 6 4 5: "4 5" at 0
+    assert tokens[0, :2].tolist() == [6, 4] and valid[0].tolist() == [True, True, True]
+    # committed tokens join the history (skipped entries leave it as it was)
+    short.commit(torch.tensor([[5, 9, 9]]), torch.tensor([[4, 5, 6]]), torch.tensor([[True, True, False]]))
+    assert short.history[0, :7].tolist() == [4, 5, 6, 4, 5, 9, -1]
+
+
+def test_layout_puts_the_chain_after_the_drafted_nodes():
+    layout = TreeLayout.plan((2, 3, 3), None, 100).with_lookup(5)
+    assert layout.lookup == 3 and layout.num_nodes == 1 + 8 + 3 and layout.num_run == 1 + 5
+    assert layout.depth_of_nodes()[-3:] == [1, 2, 3] and layout.lookup_offset == 9
+    assert TreeLayout.plan((2, 3), None, 100).with_lookup(0).num_nodes == 6
+
+
+def _repeating_prompt(seed=1):
+    """A random prompt whose second half repeats its first."""
+    half = random_prompt(24, seed=seed)
+    return torch.cat([half, half], dim=1)
+
+
+def perturbed_pair(widths):
+    """A tiny target whose greedy output settles into runs of one token after a varied start (small
+    init), so the lookup chain is accepted there, and a perturbed random draft, which mostly is not."""
+    target = tiny_llama(initializer_range=0.02)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=list(widths))
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return target, draft
+
+
+@pytest.mark.parametrize(("mode", "cache_implementation"), [
+    ("hybrid", None), ("masked", None), ("hybrid", "static")])
+def test_greedy_with_a_lookup_chain_matches_vanilla(mode, cache_implementation):
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    kwargs = dict(max_new_tokens=40, do_sample=False, cache_implementation=cache_implementation)
+    reference = target.generate(ids, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=3, longspec_verify_attention=mode, **kwargs)
+    assert torch.equal(out, reference)
+    with_lookup = draft.last_stats
+    assert with_lookup.lookup_commits > 0 and with_lookup.lookup_commits <= with_lookup.non_chain_commits
+    target.generate(ids, assistant_model=draft, longspec_verify_attention=mode, **kwargs)
+    assert draft.last_stats.lookup_commits == 0 and with_lookup.tau > draft.last_stats.tau
+
+
+def test_returned_cache_equals_vanillas_after_lookup_commits():
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt(seed=2)
+    kwargs = dict(max_new_tokens=30, do_sample=False, return_dict_in_generate=True)
+    vanilla = target.generate(ids, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=3, **kwargs)
+    assert torch.equal(out.sequences, vanilla.sequences) and draft.last_stats.lookup_commits > 0
+    mine, theirs = (o.cache if "cache" in o else o.past_key_values for o in (out, vanilla))
+    length = vanilla.sequences.shape[1] - 1
+    for a, b in zip(mine.layers, theirs.layers):
+        assert torch.allclose(a.keys[:, :, :length], b.keys[:, :, :length], atol=1e-5)
+        assert torch.allclose(a.values[:, :, :length], b.values[:, :, :length], atol=1e-5)
+
+
+def test_batched_rows_each_look_up_their_own_text():
+    """Left-padded rows of different lengths: each row's history starts at its first real token."""
+    target, draft = perturbed_pair((2, 3, 3))
+    rows = [_repeating_prompt(seed=s)[:, cut:] for s, cut in ((3, 0), (4, 6), (5, 3))]
+    width = max(r.shape[1] for r in rows)
+    ids = torch.cat([torch.cat([torch.zeros(1, width - r.shape[1], dtype=torch.long), r], dim=1) for r in rows])
+    mask = torch.cat([torch.cat([torch.zeros(1, width - r.shape[1], dtype=torch.long), torch.ones_like(r)], dim=1)
+                      for r in rows])
+    kwargs = dict(attention_mask=mask, max_new_tokens=24, do_sample=False, pad_token_id=0)
+    reference = target.generate(ids, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=3, **kwargs)
+    assert torch.equal(out, reference) and draft.last_stats.lookup_commits > 0
+
+
+def test_real_target_copies_a_repeated_real_passage_through_the_chain(embedded):
+    """SmolLM2 on local source text whose last 200 tokens repeat an earlier passage: the target
+    copies it, the untrained draft cannot, the chain does; output identical to vanilla."""
+    target, tokenizer = embedded
+    text = long_prompt_ids(tokenizer, 1200, kind="code", seed=3)
+    ids = torch.tensor([text + text[300:500]])
+    draft = LongSpecDraftModel.from_target(target).eval()
+    reference = target.generate(ids, max_new_tokens=32, do_sample=False)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False, longspec_lookup_tokens=5)
+    assert torch.equal(out, reference)
+    assert draft.last_stats.lookup_commits > 0 and draft.last_stats.tau > 2
+
+
+def test_lookup_refusals_name_what_is_allowed():
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = random_prompt()
+    for bad in (-1, True, 2.0, "3"):
+        with pytest.raises(UnsupportedGenerationError, match=r"longspec_lookup_tokens=.*allowed: an int >= 0"):
+            target.generate(ids, assistant_model=draft, max_new_tokens=4, longspec_lookup_tokens=bad)
+    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True, longspec_lookup_tokens=3)
+    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, repetition_penalty=1.2, longspec_lookup_tokens=3)
