@@ -132,3 +132,6 @@ def test_lookup_refusals_name_what_is_allowed():
         target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True, longspec_lookup_tokens=3)
     with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
         target.generate(ids, assistant_model=draft, max_new_tokens=4, repetition_penalty=1.2, longspec_lookup_tokens=3)
+    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, return_dict_in_generate=True, output_scores=True,
+                        longspec_lookup_tokens=3)
