@@ -122,6 +122,17 @@ def test_real_target_copies_a_repeated_real_passage_through_the_chain(embedded):
     assert draft.last_stats.lookup_commits > 0 and draft.last_stats.tau > 2
 
 
+def test_the_chain_length_can_come_from_a_generation_config():
+    from transformers import GenerationConfig
+
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    config = GenerationConfig(max_new_tokens=30, do_sample=False, longspec_lookup_tokens=3)
+    out = target.generate(ids, assistant_model=draft, generation_config=config)
+    assert torch.equal(out, target.generate(ids, max_new_tokens=30, do_sample=False))
+    assert draft.last_stats.lookup_commits > 0
+
+
 def test_lookup_refusals_name_what_is_allowed():
     target, draft = perturbed_pair((2, 3, 3))
     ids = random_prompt()

@@ -203,8 +203,9 @@ def longspec_generate(
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
     on_host = do_sample or processors is not None or keep_scores
-    check_lookup(longspec_lookup_tokens, on_host)
-    layout = layout.with_lookup(longspec_lookup_tokens)
+    lookup_tokens = longspec_lookup_tokens or getattr(generation_config, "longspec_lookup_tokens", 0)
+    check_lookup(lookup_tokens, on_host)
+    layout = layout.with_lookup(lookup_tokens)
 
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
