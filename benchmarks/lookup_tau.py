@@ -3,7 +3,9 @@
     PYTHONPATH=src python benchmarks/lookup_tau.py docs/results/session6_2026-12-01/tau_cpu_stage5.json
 
 Prompt lookup (n-gram copying from the context, as transformers' `prompt_lookup_num_tokens` does)
-proposes the tokens that followed the latest earlier occurrence of the last n committed tokens.
+proposes the tokens that followed the latest earlier occurrence of the last n committed tokens;
+the replay runs the library's own search (`hf_longspec.generation.lookup.PromptLookup`, the one
+`longspec_lookup_tokens` puts in the tree).
 Long prompts repeat themselves (licenses, catalogs, code), so this costs no model at all and may
 catch what a small draft misses. Greedy decoding is deterministic, so the target's output stored by
 `benchmarks/tau_curve.py` is exactly what a lookup chain would be verified against: replaying it
@@ -20,25 +22,27 @@ import statistics
 import sys
 from pathlib import Path
 
+import torch
 
-def lookup_chain(context: list[int], length: int, max_ngram: int = 3) -> list[int]:
-    """The `length` tokens after the latest earlier match of the context's last n tokens, the
-    longest n first (n = max_ngram .. 1); [] when no suffix recurs."""
-    for n in range(min(max_ngram, len(context) - 1), 0, -1):
-        suffix = context[-n:]
-        for start in range(len(context) - n - 1, -1, -1):
-            if context[start:start + n] == suffix:
-                return context[start + n:start + n + length]
-    return []
+from hf_longspec.generation.lookup import NGRAM_SIZES, PromptLookup
 
 
-def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, max_ngram: int = 3) -> float:
+def lookup_chain(context: list[int], length: int) -> list[int]:
+    """The library's chain for this context (its last token the round's root): the `length` tokens
+    after the latest earlier match of the longest recurring suffix; [] when no suffix recurs."""
+    lookup = PromptLookup(1, len(context), length, "cpu")
+    lookup.start(torch.tensor([context[:-1]]), [0])
+    tokens, valid = lookup.propose(torch.tensor([len(context) - 1]), torch.tensor([context[-1]]))
+    return tokens[0][valid[0]].tolist()
+
+
+def lookup_tau(prompt: list[int], output: list[int], depth: int = 5) -> float:
     """Tokens per target forward of lookup-only speculation replayed on a greedy output: the first
     token comes from the prefill; every round then accepts the lookup chain's matching prefix plus
     the target's own next token (tau_curve.py counts the same way)."""
     committed, rounds = 1, 0
     while committed < len(output):
-        guess = lookup_chain(prompt + output[:committed], depth, max_ngram)
+        guess = lookup_chain(prompt + output[:committed], depth)
         accepted = 0
         while accepted < len(guess) and committed + accepted < len(output) and guess[accepted] == output[committed + accepted]:
             accepted += 1
@@ -47,13 +51,13 @@ def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, max_ngram: 
     return (len(output) - 1) / max(rounds, 1)
 
 
-def compare(runs: list[dict], prompts: dict, depth: int, max_ngram: int) -> str:
+def compare(runs: list[dict], prompts: dict, depth: int) -> str:
     rows = []
     for run in runs:
         prompt = prompts[(run["length"], run["kind"], run["index"])]
         rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
-                     "lookup": lookup_tau(prompt, run["tokens"], depth, max_ngram)})
-    lines = [f"lookup chain of {depth} tokens, n-grams {max_ngram}..1, {len(rows)} prompts", "",
+                     "lookup": lookup_tau(prompt, run["tokens"], depth)})
+    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, NGRAM_SIZES))}, {len(rows)} prompts", "",
              "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
              "|---|---|---|---|---|"]
     for kind in dict.fromkeys(row["kind"] for row in rows):
@@ -74,7 +78,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tau_json", help="a benchmarks/tau_curve.py JSON measured on this machine's eval split")
     parser.add_argument("--depth", type=int, default=5, help="tokens in the lookup chain (the default tree's depth)")
-    parser.add_argument("--max-ngram", type=int, default=3)
     parser.add_argument("--target", default="embedded", help="tokenizer: 'embedded' or a local model folder")
     args = parser.parse_args(argv)
     result = json.loads(Path(args.tau_json).read_text())
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
     built = tau_curve.build_prompts(tokenizer, settings["lengths"], settings["kinds"], settings["prompts"],
                                     settings.get("seed", 0))
     prompts = {(p["length"], p["kind"], p["index"]): p["input_ids"] for p in built}
-    print(compare(result["runs"], prompts, args.depth, args.max_ngram))
+    print(compare(result["runs"], prompts, args.depth))
     return 0
 
 

@@ -109,7 +109,7 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     common = {"attention_mask": torch.ones_like(ids), "max_new_tokens": args.new_tokens, "do_sample": False,
               "pad_token_id": args.pad_token_id}
     extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
-    if getattr(args, "lookup_tokens", 0):
+    if args.lookup_tokens:
         extra["longspec_lookup_tokens"] = args.lookup_tokens
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False

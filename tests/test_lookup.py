@@ -29,6 +29,15 @@ def test_lookup_proposes_what_followed_the_latest_longest_match():
     assert tokens[0].tolist() == [7, 8, 9] and valid[0].tolist() == [True, True, True]
     # row 1: context 5 6 7 8 6: only the 1-gram "6" recurs (at 1): "7 8 6", the last one the root itself
     assert tokens[1].tolist() == [7, 8, 6] and valid[1].tolist() == [True, True, True]
+    # the longest recurring suffix wins over a later match of a shorter one: "1 2 3" (at 0) gives 8,
+    # where "2 3" and "3" recur later (at 5, 6) and would give 9
+    longest = _lookup([[1, 2, 3, 8, 4, 2, 3, 9, 1, 2]])
+    tokens, valid = longest.propose(torch.tensor([10]), torch.tensor([3]))
+    assert tokens[0].tolist() == [8, 4, 2] and valid[0].all()
+    # of two matches of one suffix the latest wins: "1 2" at 0 and 3 gives "6 1 2", not "5 1 2"
+    latest = _lookup([[1, 2, 5, 1, 2, 6, 1]])
+    tokens, valid = latest.propose(torch.tensor([7]), torch.tensor([2]))
+    assert tokens[0].tolist() == [6, 1, 2] and valid[0].all()
     # nothing recurs: no valid chain token
     fresh = _lookup([[1, 2, 3]])
     _, valid = fresh.propose(torch.tensor([3]), torch.tensor([4]))

@@ -98,12 +98,13 @@ def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
 
 
 def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
-    """benchmarks/lookup_tau.py: the chain copies what followed the latest earlier match of the
-    longest recurring suffix; replaying it counts rounds as tau_curve.py does (prefill token free)."""
+    """benchmarks/lookup_tau.py (the library's PromptLookup replayed): the chain copies what followed
+    the latest earlier match of the longest recurring suffix; replaying it counts rounds as
+    tau_curve.py does (prefill token free)."""
     lookup = load_script("benchmarks/lookup_tau.py")
     context = [1, 2, 3, 4, 9, 2, 3, 5, 6, 2, 3]
     assert lookup.lookup_chain(context, 2) == [5, 6]  # "2 3" recurs: the latest match, not the first
-    assert lookup.lookup_chain(context + [4], 3, max_ngram=3) == [9, 2, 3]  # "2 3 4" beats "3 4" and "4"
+    assert lookup.lookup_chain(context + [4], 3) == [9, 2, 3]  # "2 3 4" beats "3 4" and "4"
     assert lookup.lookup_chain([7, 8], 3) == [] and lookup.lookup_chain([5], 3) == []
     prompt = [10, 11, 12, 13, 14, 15, 16, 17]
     # the target copies the prompt: after the prefill's 10, rounds accept 5 + 1 tokens each

@@ -84,9 +84,13 @@ def cmd_run(args) -> int:
 
     check_draft_arg(args.draft)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
+    if args.lookup_tokens < 0:
+        from .errors import CommandLineError
+
+        raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int >= 0 (0: no lookup chain).")
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
-                          args.dtype)
+                          args.dtype, args.lookup_tokens)
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
 
@@ -193,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None,
                      help="default: float32 on CPU, bfloat16 on CUDA")
+    run.add_argument("--lookup-tokens", type=int, default=0,
+                     help="a prompt-lookup chain of this many tokens beside the draft's tree (longspec_lookup_tokens)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

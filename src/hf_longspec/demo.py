@@ -50,7 +50,8 @@ class RunReport:
             f"vanilla generate : {self.vanilla_seconds:7.2f} s total, {vanilla:8.2f} tokens/s after prefill",
             f"LongSpec generate: {self.longspec_seconds:7.2f} s total, {longspec:8.2f} tokens/s after prefill",
             f"speedup after prefill: {longspec / vanilla:.2f}x   tau (tokens per target forward): {self.stats['tau']:.2f}"
-            f"   rounds: {self.stats['rounds']}",
+            f"   rounds: {self.stats['rounds']}"
+            + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else ""),
             f"accepted length histogram: {self.stats['accepted_length_histogram']}",
             f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}"
             + ("" if self.identical or self.dtype == "float32" else
@@ -80,7 +81,8 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 
 
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
-                 device: str | None = None, seed: int = 0, dtype: str | None = None) -> RunReport:
+                 device: str | None = None, seed: int = 0, dtype: str | None = None,
+                 lookup_tokens: int = 0) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
@@ -90,7 +92,8 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     target.generate(ids[:, :64], assistant_model=drafter, max_new_tokens=8, do_sample=False)
     _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)
-    speculative, longspec_seconds = timed(lambda: target.generate(ids, assistant_model=drafter, **common), device)
+    speculative, longspec_seconds = timed(lambda: target.generate(ids, assistant_model=drafter,
+                                                                  longspec_lookup_tokens=lookup_tokens, **common), device)
     return RunReport(
         prompt_tokens=ids.shape[1],
         new_tokens=speculative.shape[1] - ids.shape[1],

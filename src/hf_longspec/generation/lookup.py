@@ -48,12 +48,14 @@ class PromptLookup:
         end = lengths + 1  # context tokens per row
         batch, width = history.shape
         start = torch.full((batch,), -1, dtype=torch.long, device=history.device)
+        # shifted[i][:, p] = history[:, p + i]: one shifted copy per offset, shared by every n-gram size
+        shifted = [history] + [torch.cat([history[:, i:], history.new_full((batch, i), -1)], dim=1)
+                               for i in range(1, max(NGRAM_SIZES))]
         for n in NGRAM_SIZES:
             suffix = history.gather(1, (end[:, None] - n + torch.arange(n, device=history.device)[None]).clamp(min=0))
             match = slots < (end - n)[:, None]  # a match must lie before the suffix itself
             for i in range(n):
-                shifted = torch.cat([history[:, i:], history.new_full((batch, i), -1)], dim=1)
-                match &= shifted == suffix[:, i : i + 1]
+                match &= shifted[i] == suffix[:, i : i + 1]
             latest = torch.where(match, slots, -1).amax(dim=1)
             start = torch.where((start < 0) & (latest >= 0) & (end > n), latest + n, start)
         chain = start[:, None] + self._steps

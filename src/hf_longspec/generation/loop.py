@@ -327,19 +327,20 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         while any(active):
             if on_host:
                 paths = decoder.round_on_host(drafter, verifier, [e.sequence for e in emitters], active)
-                rows = [(row, path.tokens, _is_non_chain(decoder, path.accepted_nodes, row), path.scores, path.logits)
+                rows = [(row, path.tokens, _is_non_chain(decoder, path.accepted_nodes, row), 0, path.scores, path.logits)
                         for row, path in enumerate(paths) if path is not None]
-            else:
+            else:  # the packed result's second column: non_chain + 2 * (lookup chain kept)
                 result = decoder.run_round().tolist()
-                rows = [(row, r[2 : 2 + r[0]], r[1] & 1, None, None) for row, r in enumerate(result) if active[row]]
-                stats.lookup_commits += sum(r[1] >> 1 for row, r in enumerate(result) if active[row])
-            for row, tokens, non_chain, scores, logits in rows:
+                rows = [(row, r[2 : 2 + r[0]], r[1] & 1, r[1] >> 1, None, None)
+                        for row, r in enumerate(result) if active[row]]
+            for row, tokens, non_chain, lookup, scores, logits in rows:
                 emitted = emitters[row].emit(tokens, scores or None, logits or None)
                 stats.rounds += 1
                 stats.drafted_nodes += drafted
                 stats.emitted_tokens += emitted
                 stats.accepted_lengths[emitted] += 1
                 stats.non_chain_commits += int(bool(non_chain))
+                stats.lookup_commits += lookup
             running = [not e.finished for e in emitters]
             if running != active:
                 active = running
