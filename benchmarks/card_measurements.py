@@ -28,7 +28,9 @@ def tau_runs(result: dict) -> list[dict]:
     """One run per (kind, length) row of a tau_curve.json."""
     settings = result.get("settings") or {}
     widths = settings.get("tree_widths")
-    method = f"LongSpec tree {'-'.join(map(str, widths))} (greedy)" if widths else "LongSpec (greedy)"
+    method = f"LongSpec tree {'-'.join(map(str, widths))}" if widths else "LongSpec"
+    lookup = settings.get("lookup_tokens")
+    method += f" + {lookup}-token lookup chain (greedy)" if lookup else " (greedy)"
     return [{"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": settings.get("new_tokens"),
              "method": method, "tau": round(row["tau_mean"], 2)} for row in result["rows"]]
 

@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/decode_bench.py --out DIR [--lengths 4096 8000] [--prompts 3] [--repeats 2]
     ... --methods vanilla_static longspec --trees 4-16-12 4-8-8-8-8    # also LongSpec with other tree shapes
+    ... --methods vanilla_static longspec --lookups 5 16               # also with prompt-lookup chains
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -13,7 +14,10 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - longspec_eager_rounds: no graphs, no compile (what both buy).
 - longspec_tree_W1-W2-...: with ``--trees``, the shipped draft with ``longspec_tree_widths=[W1, W2, ...]``
   (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper);
-- longspec_lookup: the default tree plus a 5-token prompt-lookup chain (``longspec_lookup_tokens=5``).
+- longspec_lookupK: with ``--lookups K ...``, the default tree plus a K-token prompt-lookup chain
+  (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
+- vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0: the same, sampled (temperature
+  0.8, each call seeded alike); the sampled LongSpec methods are compared with vanilla_static_sampled.
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -39,14 +43,20 @@ from hf_longspec.bench.traffic import kv_bytes_per_token, weight_bytes
 from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 
+SAMPLING_TEMPERATURE = 0.8
 METHODS = {
     "vanilla_static": {"cache_implementation": "static"},
     "vanilla_dynamic": {},
     "longspec": {"assistant_model": True},
     "longspec_uncompiled": {"assistant_model": True, "longspec_compile": False},
     "longspec_eager_rounds": {"assistant_model": True, "longspec_cuda_graphs": False, "longspec_compile": False},
-    "longspec_lookup": {"assistant_model": True, "longspec_lookup_tokens": 5},
+    "vanilla_static_sampled": {"cache_implementation": "static", "do_sample": True, "temperature": SAMPLING_TEMPERATURE},
+    "longspec_sampled": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE},
+    "longspec_sampled_lookup0": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
+                                 "longspec_lookup_tokens": 0},
 }
+SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0")
+DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -64,10 +74,13 @@ def run(target, draft, method, ids, new_tokens):
         kwargs["assistant_model"] = draft
     else:
         target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention, untouched
+    kwargs.setdefault("do_sample", False)
+    if kwargs["do_sample"]:
+        torch.manual_seed(0)
     clock = FirstTokenClock()
     sync()
     clock.begin()
-    out = target.generate(ids, max_new_tokens=new_tokens, do_sample=False, streamer=clock, **kwargs)
+    out = target.generate(ids, max_new_tokens=new_tokens, streamer=clock, **kwargs)
     sync()
     wall = time.perf_counter() - clock.start
     new = out[0, ids.shape[1]:].tolist()
@@ -96,8 +109,9 @@ def float32_exactness(workloads, args) -> list[dict]:
         ids = torch.tensor([w.input_ids], device=DEVICE)
         target.set_attn_implementation("sdpa")
         reference = target.generate(ids, max_new_tokens=64, do_sample=False)
-        for options in ({}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False},
-                        {"longspec_lookup_tokens": 5}):
+        lookups = [{"longspec_lookup_tokens": k} for k in args.lookups]
+        for options in [{}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False},
+                        *lookups]:
             out = target.generate(ids, assistant_model=draft, max_new_tokens=64, do_sample=False, **options)
             results.append({"prompt": w.name, "options": options, "identical": torch.equal(out, reference),
                             "tau": draft.last_stats.tau, "compiled": draft.last_stats.compiled,
@@ -116,13 +130,18 @@ def main():
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
     parser.add_argument("--trees", nargs="*", default=[], help="extra tree shapes, widths joined by '-' (4-16-12)")
+    parser.add_argument("--lookups", type=int, nargs="*", default=[],
+                        help="prompt-lookup chain lengths, each a method longspec_lookupK (the default tree plus the chain)")
     args = parser.parse_args()
     from hf_longspec.generation import loop
     # every tree shape keeps its own compiled decoder: the pool must hold them all, or they recompile in turn
-    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees))
+    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees) + len(args.lookups))
+    for tokens in args.lookups:
+        METHODS[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
+        args.methods.append(f"longspec_lookup{tokens}")
     for spec in args.trees:
         METHODS[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
         args.methods.append(f"longspec_tree_{spec}")
@@ -167,16 +186,17 @@ def main():
                 row[method] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates), "n": len(rates)}
             by_key = {(r["prompt"], r["repeat"], r["method"]): r for r in group}
             for method in args.methods:
-                if method == "vanilla_static":
+                base = "vanilla_static_sampled" if method in SAMPLED else "vanilla_static"
+                if method == base or base not in args.methods:
                     continue
-                ratios = [by_key[(p, rep, method)]["decode_tokens_per_s"] / by_key[(p, rep, "vanilla_static")]["decode_tokens_per_s"]
-                          for (p, rep, m) in by_key if m == method and (p, rep, "vanilla_static") in by_key]
+                ratios = [by_key[(p, rep, method)]["decode_tokens_per_s"] / by_key[(p, rep, base)]["decode_tokens_per_s"]
+                          for (p, rep, m) in by_key if m == method and (p, rep, base) in by_key]
                 row[method]["speedup_vs_static_median"] = statistics.median(ratios)
                 row[method]["speedup_vs_static_range"] = [min(ratios), max(ratios)]
             taus = [r["stats"]["tau"] for r in group if r["method"] == "longspec"]
             row["tau_median"] = statistics.median(taus) if taus else None
             for method in args.methods:
-                if method.startswith("longspec_tree_") or method == "longspec_lookup":
+                if method.startswith(("longspec_tree_", "longspec_lookup", "longspec_sampled")):
                     row[method]["tau_median"] = statistics.median(r["stats"]["tau"] for r in group if r["method"] == method)
             floor_s = (weights + kv_bytes_per_token(target) * length) / bandwidth
             row["vanilla_step_bytes_floor_ms"] = 1000 * floor_s
@@ -207,19 +227,22 @@ def main():
         ls = row.get("longspec", {})
         speed = (f"{ls['speedup_vs_static_median']:.2f}x ({ls['speedup_vs_static_range'][0]:.2f}-"
                  f"{ls['speedup_vs_static_range'][1]:.2f})") if "speedup_vs_static_median" in ls else "-"
-        lines.append(f"| {row['length']} | {row['kind']} | {' | '.join(cells)} | {speed} | {row['tau_median']:.2f} | "
+        tau = f"{row['tau_median']:.2f}" if row["tau_median"] is not None else "-"
+        lines.append(f"| {row['length']} | {row['kind']} | {' | '.join(cells)} | {speed} | {tau} | "
                      f"{row['vanilla_step_bytes_floor_ms']:.3f} ms |")
-    trees = [m for m in args.methods if m.startswith("longspec_tree_")]
-    if trees:  # one line per tree shape: speed over vanilla static and tau, beside the default tree's
-        lines += ["", "| length | kind | tree | LongSpec / vanilla_static (median, range) | tau |", "|---|---|---|---|---|"]
+    variants = [m for m in args.methods if m.startswith(("longspec_tree_", "longspec_lookup", "longspec_sampled"))]
+    if variants:  # one line per tree shape or chain: speed over vanilla static and tau, beside the default's
+        lines += ["", "| length | kind | tree | LongSpec / vanilla_static, sampled ones / vanilla_static_sampled (median, range) | tau |",
+                  "|---|---|---|---|---|"]
         for row in rows:
-            for method in ["longspec", *trees]:
+            for method in ["longspec", *variants]:
                 cell = row.get(method, {})
                 if "speedup_vs_static_median" not in cell:
                     continue
                 tau = row["tau_median"] if method == "longspec" else cell["tau_median"]
                 low, high = cell["speedup_vs_static_range"]
-                lines.append(f"| {row['length']} | {row['kind']} | {method[len('longspec_tree_'):] or 'default'} | "
+                name = method.removeprefix("longspec_tree_").replace("longspec_lookup", "default + lookup ")
+                lines.append(f"| {row['length']} | {row['kind']} | {'default' if method == 'longspec' else name} | "
                              f"{cell['speedup_vs_static_median']:.2f}x ({low:.2f}-{high:.2f}) | {tau:.2f} |")
     table = "\n".join(lines)
     (out_dir / "decode_bench.md").write_text(table + "\n")

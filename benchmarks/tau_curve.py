@@ -109,7 +109,7 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     common = {"attention_mask": torch.ones_like(ids), "max_new_tokens": args.new_tokens, "do_sample": False,
               "pad_token_id": args.pad_token_id}
     extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
-    if args.lookup_tokens:
+    if args.lookup_tokens is not None:
         extra["longspec_lookup_tokens"] = args.lookup_tokens
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False
@@ -244,8 +244,9 @@ def parse_args(argv=None):
                         help="default: float32 on cpu, bfloat16 on cuda")
     parser.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a draft folder")
     parser.add_argument("--tree-widths", type=int, nargs="+", default=None, help="default: the draft's tree")
-    parser.add_argument("--lookup-tokens", type=int, default=0,
-                        help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens)")
+    parser.add_argument("--lookup-tokens", type=int, default=None,
+                        help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens; "
+                             "default: the draft config's lookup_tokens; 0: the draft's tree alone)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
     args = parser.parse_args(argv)

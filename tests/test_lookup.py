@@ -1,6 +1,7 @@
 """The prompt-lookup chain beside the draft's tree (``longspec_lookup_tokens``): the device-side
 search, greedy exactness when rounds keep the chain's path (tiny targets, batches, the real target
-on real text), the returned cache, and clear refusals."""
+on real text, processors and returned scores on the host), the returned cache, the draft config's
+default and clear refusals. Sampling through the chain: tests/test_sampling.py."""
 
 import pytest
 import torch
@@ -42,20 +43,26 @@ def test_lookup_proposes_what_followed_the_latest_longest_match():
     fresh = _lookup([[1, 2, 3]])
     _, valid = fresh.propose(torch.tensor([3]), torch.tensor([4]))
     assert not valid.any()
-    # a match near the end: the chain stops where the context does
-    short = _lookup([[4, 5, 6, 4]])
+    # a match near the end: where the copy reaches the context's end it repeats itself (period 3 here)
+    short = _lookup([[4, 5, 6, 4]], chain=5)
     tokens, valid = short.propose(torch.tensor([4]), torch.tensor([5]))  # context 4 5 6 4 5: "4 5" at 0
-    assert tokens[0, :2].tolist() == [6, 4] and valid[0].tolist() == [True, True, True]
+    assert tokens[0].tolist() == [6, 4, 5, 6, 4] and valid[0].all()
+    run = _lookup([[7, 3, 3, 3]], chain=5)  # context 7 3 3 3 3: "3 3 3" at 1, then a run of 3s
+    tokens, valid = run.propose(torch.tensor([4]), torch.tensor([3]))
+    assert tokens[0].tolist() == [3] * 5 and valid[0].all()
     # committed tokens join the history (skipped entries leave it as it was)
     short.commit(torch.tensor([[5, 9, 9]]), torch.tensor([[4, 5, 6]]), torch.tensor([[True, True, False]]))
     assert short.history[0, :7].tolist() == [4, 5, 6, 4, 5, 9, -1]
 
 
 def test_layout_puts_the_chain_after_the_drafted_nodes():
-    layout = TreeLayout.plan((2, 3, 3), None, 100).with_lookup(5)
-    assert layout.lookup == 3 and layout.num_nodes == 1 + 8 + 3 and layout.num_run == 1 + 5
+    layout = TreeLayout.plan((2, 3, 3), None, 100).with_lookup(3)
+    assert layout.lookup == 3 and layout.num_nodes == 1 + 8 + 3 and layout.path_length == 3 and layout.num_run == 1 + 5
     assert layout.depth_of_nodes()[-3:] == [1, 2, 3] and layout.lookup_offset == 9
     assert TreeLayout.plan((2, 3), None, 100).with_lookup(0).num_nodes == 6
+    # a chain deeper than the draft's tree: the longest acceptable path is the chain's
+    deep = TreeLayout.plan((2, 3), None, 100).with_lookup(7)
+    assert deep.depth_of_nodes()[-7:] == list(range(1, 8)) and deep.path_length == 7 and deep.num_nodes == 13
 
 
 def _repeating_prompt(seed=1):
@@ -90,12 +97,24 @@ def test_greedy_with_a_lookup_chain_matches_vanilla(mode, cache_implementation):
     assert draft.last_stats.lookup_commits == 0 and with_lookup.tau > draft.last_stats.tau
 
 
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
+def test_a_chain_deeper_than_the_tree_commits_paths_longer_than_the_tree(cache_implementation):
+    """Depth-3 tree, 8-token chain: rounds that keep the chain emit up to 9 tokens, still vanilla's."""
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    kwargs = dict(max_new_tokens=48, do_sample=False, cache_implementation=cache_implementation)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=8, **kwargs)
+    assert torch.equal(out, target.generate(ids, **kwargs))
+    longest = max(n for n, count in draft.last_stats.accepted_lengths.items() if count)
+    assert draft.last_stats.lookup_commits > 0 and longest > 3 + 1
+
+
 def test_returned_cache_equals_vanillas_after_lookup_commits():
     target, draft = perturbed_pair((2, 3, 3))
     ids = _repeating_prompt(seed=2)
     kwargs = dict(max_new_tokens=30, do_sample=False, return_dict_in_generate=True)
     vanilla = target.generate(ids, **kwargs)
-    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=3, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, **kwargs)
     assert torch.equal(out.sequences, vanilla.sequences) and draft.last_stats.lookup_commits > 0
     mine, theirs = (o.cache if "cache" in o else o.past_key_values for o in (out, vanilla))
     length = vanilla.sequences.shape[1] - 1
@@ -118,17 +137,21 @@ def test_batched_rows_each_look_up_their_own_text():
     assert torch.equal(out, reference) and draft.last_stats.lookup_commits > 0
 
 
-def test_real_target_copies_a_repeated_real_passage_through_the_chain(embedded):
+@pytest.mark.parametrize("chain", [5, 12])
+def test_real_target_copies_a_repeated_real_passage_through_the_chain(embedded, chain):
     """SmolLM2 on local source text whose last 200 tokens repeat an earlier passage: the target
-    copies it, the untrained draft cannot, the chain does; output identical to vanilla."""
+    copies it, the untrained draft cannot, the chain does (12 tokens: deeper than the 5-deep tree);
+    output identical to vanilla."""
     target, tokenizer = embedded
     text = long_prompt_ids(tokenizer, 1200, kind="code", seed=3)
     ids = torch.tensor([text + text[300:500]])
     draft = LongSpecDraftModel.from_target(target).eval()
     reference = target.generate(ids, max_new_tokens=32, do_sample=False)
-    out = target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False, longspec_lookup_tokens=5)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False, longspec_lookup_tokens=chain)
     assert torch.equal(out, reference)
     assert draft.last_stats.lookup_commits > 0 and draft.last_stats.tau > 2
+    longest = max(n for n, count in draft.last_stats.accepted_lengths.items() if count)
+    assert longest <= chain + 1 and (chain <= 5 or longest > 5 + 1)
 
 
 def test_the_chain_length_can_come_from_a_generation_config():
@@ -142,16 +165,91 @@ def test_the_chain_length_can_come_from_a_generation_config():
     assert draft.last_stats.lookup_commits > 0
 
 
+def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_turned_off():
+    """lookup_tokens=8 in the draft config: rounds verify the 8-node tree plus the chain, cut to what
+    longspec_max_nodes leaves; an explicit 0 (call or generation config) turns it off."""
+    from transformers import GenerationConfig
+
+    target, draft = perturbed_pair((2, 3, 3))
+    draft.config.lookup_tokens = 8
+    ids = _repeating_prompt()
+    kwargs = dict(max_new_tokens=30, do_sample=False)
+    reference = target.generate(ids, **kwargs)
+
+    def nodes_per_round(**options):
+        out = target.generate(ids, assistant_model=draft, **kwargs, **options)
+        assert torch.equal(out, reference)
+        return draft.last_stats.drafted_nodes // draft.last_stats.rounds, draft.last_stats.lookup_commits
+
+    nodes, commits = nodes_per_round()
+    assert nodes == 8 + 8 and commits > 0
+    assert nodes_per_round(longspec_max_nodes=12)[0] == 12
+    assert nodes_per_round(longspec_max_nodes=8)[0] == 8
+    assert nodes_per_round(longspec_lookup_tokens=0) == (8, 0)
+    assert nodes_per_round(longspec_lookup_tokens=3)[0] == 8 + 3
+    config = GenerationConfig(**kwargs, longspec_lookup_tokens=0)
+    out = target.generate(ids, assistant_model=draft, generation_config=config)
+    assert torch.equal(out, reference) and draft.last_stats.lookup_commits == 0
+    torch.manual_seed(0)
+    target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=True)  # sampled rounds: the chain too
+    assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8 + 8
+
+
+def test_the_host_walk_keeps_the_longer_of_the_drafts_and_the_chains_paths():
+    """Root -> draft children 1 (token 3), 2 (token 4); the chain 3 (token 3) -> 4 (token 5). The
+    target's argmax is 3 at the root: both node 1 and node 3 hold it; the longer path wins, the
+    draft's on a tie."""
+    from hf_longspec.generation.acceptance import PathVerifier
+    from hf_longspec.generation.draft_tree import HostTree
+
+    tree = HostTree(token_list=[9, 3, 4, 3, 5], children=[[1, 2, 3], [], [], [4], []], lookup_offset=3)
+
+    def logits(*argmax):
+        out = torch.zeros(len(argmax), 10)
+        out[torch.arange(len(argmax)), torch.tensor(argmax)] = 1.0
+        return out
+
+    root = torch.tensor([[9]])
+    path = PathVerifier().verify(tree, logits(3, 6, 0, 5, 7), root)  # chain: 3 5 7 against the draft's 3 6
+    assert path.accepted_nodes == [0, 3, 4] and path.tokens == [3, 5, 7]
+    path = PathVerifier().verify(tree, logits(3, 6, 0, 2, 7), root)  # chain: 3 2, as long as the draft's 3 6
+    assert path.accepted_nodes == [0, 1] and path.tokens == [3, 6]
+
+
+def test_host_walked_greedy_rounds_keep_the_chain_with_processors_and_returned_scores():
+    """Processors and returned scores walk the tree on the host: the chain is walked there too (the
+    longer of the draft's and the chain's paths), with vanilla's tokens, scores and logits."""
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    kwargs = dict(max_new_tokens=36, do_sample=False, no_repeat_ngram_size=6)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, **kwargs)
+    assert torch.equal(out, target.generate(ids, **kwargs)) and draft.last_stats.lookup_commits > 0
+    kwargs = dict(max_new_tokens=30, do_sample=False, return_dict_in_generate=True, output_scores=True,
+                  output_logits=True)
+    reference = target.generate(ids, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, **kwargs)
+    assert torch.equal(out.sequences, reference.sequences) and draft.last_stats.lookup_commits > 0
+    longest = max(n for n, count in draft.last_stats.accepted_lengths.items() if count)
+    assert longest > 3 + 1  # a host-walked path longer than the draft's tree
+    assert len(out.scores) == len(reference.scores) == 30
+    for mine, theirs in zip(out.scores + out.logits, reference.scores + reference.logits):
+        assert torch.allclose(mine, theirs, atol=1e-4)
+
+
+def test_the_shipped_draft_verifies_a_32_token_chain_by_default(embedded):
+    from hf_longspec.embedded import load_embedded_draft
+
+    assert load_embedded_draft(embedded[0]).config.lookup_tokens == 32
+
+
 def test_lookup_refusals_name_what_is_allowed():
     target, draft = perturbed_pair((2, 3, 3))
     ids = random_prompt()
-    for bad in (-1, True, 2.0, "3"):
-        with pytest.raises(UnsupportedGenerationError, match=r"longspec_lookup_tokens=.*allowed: an int >= 0"):
+    from hf_longspec import LongSpecDraftConfig
+
+    for bad in (-1, 33, True, "3"):
+        with pytest.raises(ValueError, match=r"lookup_tokens must be an int from 0 to 32"):
+            LongSpecDraftConfig(lookup_tokens=bad)
+    for bad in (-1, 33, True, 2.0, "3"):
+        with pytest.raises(UnsupportedGenerationError, match=r"longspec_lookup_tokens=.*allowed: an int from 0 to 32"):
             target.generate(ids, assistant_model=draft, max_new_tokens=4, longspec_lookup_tokens=bad)
-    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
-        target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True, longspec_lookup_tokens=3)
-    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
-        target.generate(ids, assistant_model=draft, max_new_tokens=4, repetition_penalty=1.2, longspec_lookup_tokens=3)
-    with pytest.raises(UnsupportedGenerationError, match="needs greedy decoding without logits processors"):
-        target.generate(ids, assistant_model=draft, max_new_tokens=4, return_dict_in_generate=True, output_scores=True,
-                        longspec_lookup_tokens=3)

@@ -247,8 +247,9 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "t"), "--init-draft", missing])
     assert f"--init-draft {missing}: no such folder" in err and "'embedded'" in err
     assert not (tmp_path / "t").exists()
-    err = _cli_error(capsys, ["run", "--lookup-tokens", "-1"])
-    assert "--lookup-tokens -1: allowed: an int >= 0" in err and "Traceback" not in err
+    for bad in ("-1", "33"):
+        err = _cli_error(capsys, ["run", "--lookup-tokens", bad])
+        assert f"--lookup-tokens {bad}: allowed: an int from 0 to 32" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

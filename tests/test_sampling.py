@@ -101,34 +101,60 @@ def _assert_follows(counts, joint, positions, label=""):
     assert pvalue > ALPHA, (label, "joint of tokens 1-4", pvalue)
 
 
-@torch.no_grad()
-def test_sampling_through_a_depth_3_tree_is_lossless():
+def _tiny_target_and_draft(widths=(2, 2, 2), prompt_seed=3):
     target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
-    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(3))
-    draft = TableMixedDraft.from_target(target, tree_widths=[2, 2, 2])
+    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(prompt_seed))
+    draft = TableMixedDraft.from_target(target, tree_widths=list(widths))
     table = target(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)).logits[:, -1]
     draft.register_buffer("table", table.float(), persistent=False)
-    joint = _exact_joint(target, ids)
+    return target, draft, ids
 
-    counts = np.zeros([VOCAB] * 4)
-    reached_depth_3 = several_rounds = 0
+
+@torch.no_grad()
+def _sample_first_four(target, draft, ids, samples, seed, **options):
+    """Counts of tokens 1-4 over ``samples`` generate() calls, and the draft's stats of each call."""
+    counts, stats = np.zeros([VOCAB] * 4), []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: thread hand-offs cost more than they save
     try:
-        torch.manual_seed(1234)
-        for _ in range(SAMPLES):
+        torch.manual_seed(seed)
+        for _ in range(samples):
             out = target.generate(ids, assistant_model=draft, max_new_tokens=NEW_TOKENS, do_sample=True,
-                                  temperature=TEMPERATURE, top_k=TOP_K)
+                                  temperature=TEMPERATURE, top_k=TOP_K, **options)
             counts[tuple(out[0, ids.shape[1]: ids.shape[1] + 4].tolist())] += 1
-            stats = draft.last_stats
-            reached_depth_3 += stats.accepted_lengths[4] > 0  # 3 drafted tokens + bonus in one round
-            several_rounds += stats.rounds >= 3
+            stats.append(draft.last_stats)
     finally:
         torch.set_num_threads(threads)
+    return counts, stats
 
-    _assert_follows(counts, joint, positions=(1, 2, 3))  # tokens 2, 3, 4 and the joint of 1-4
+
+@torch.no_grad()
+def test_sampling_through_a_depth_3_tree_is_lossless():
+    target, draft, ids = _tiny_target_and_draft()
+    counts, stats = _sample_first_four(target, draft, ids, SAMPLES, seed=1234)
+    _assert_follows(counts, _exact_joint(target, ids), positions=(1, 2, 3))  # tokens 2, 3, 4 and the joint of 1-4
     # the test exercises what it claims: deep accepted paths and tokens produced after commits
+    reached_depth_3 = sum(s.accepted_lengths[4] > 0 for s in stats)  # 3 drafted tokens + bonus in one round
+    several_rounds = sum(s.rounds >= 3 for s in stats)
     assert reached_depth_3 > 0.25 * SAMPLES and several_rounds > 0.25 * SAMPLES, (reached_depth_3, several_rounds)
+
+
+# 3000 in the suite (power 0.9 against any alternative at TV 0.055 per marginal); the variable raises it
+CHAIN_SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "3000"))
+
+
+@torch.no_grad()
+def test_sampling_through_a_tree_and_a_lookup_chain_is_lossless():
+    """A 4-token lookup chain beside a depth-3 tree of one child per node: after the draft's child
+    is rejected the chain's token is tried (a one-hot proposal, accepted with probability p(token)
+    of what is left, else that token leaves p), and where both hold the same token the walk stands
+    on both; tokens 1-4 still follow the target's exact law. The 8-token vocabulary makes the
+    prompt's tokens recur, so the chain is proposed in most rounds."""
+    target, draft, ids = _tiny_target_and_draft(widths=(1, 1, 1))
+    counts, stats = _sample_first_four(target, draft, ids, CHAIN_SAMPLES, seed=2468, longspec_lookup_tokens=4)
+    _assert_follows(counts, _exact_joint(target, ids), positions=(0, 1, 2, 3))
+    kept_chain = sum(s.lookup_commits > 0 for s in stats)
+    assert kept_chain > 0.05 * CHAIN_SAMPLES, kept_chain
 
 
 # 1500 per row in the suite (power 0.9 against any alternative at TV 0.078 per marginal); the variable raises it
@@ -169,3 +195,39 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row():
     for row, (joint, count) in enumerate(zip(joints, counts)):
         _assert_follows(count, joint, positions=(0, 1, 2, 3), label=f"row {row}")
     assert deep_rounds > 0.25 * BATCH_SAMPLES, deep_rounds  # depth-3 paths were accepted
+
+
+def _scores(*rows):
+    """Target logits per node: each row's listed tokens share the mass equally, the rest get none."""
+    out = torch.full((len(rows), VOCAB), -1e9)
+    for node, tokens in enumerate(rows):
+        out[node, list(tokens)] = 0.0
+    return out
+
+
+def test_the_sampling_walk_tries_the_chain_after_the_draft_and_stands_on_both_while_they_agree():
+    """Hand-built trees, the host walk alone (no model):
+    - root -> draft child 1 (token 3, q = 1) and the chain 2 (token 3) -> 3 (token 5): p puts all
+      its mass on 3, then on 5; the draft's child is accepted, the walk stands on it and on the
+      chain's node 2, and the chain's token 5 is then accepted: the kept path is the chain's;
+    - the same tree with the chain holding token 4 under the root: the walk leaves the chain, and
+      the chain's later node is never offered;
+    - the draft's child rejected (p(its token) = 0): the chain's token t (p = 1/2) is kept half the
+      time, and when it is rejected t leaves p, so t is emitted with probability 1/2, not 3/4."""
+    from hf_longspec.generation.acceptance import PathVerifier
+    from hf_longspec.generation.draft_tree import HostTree
+
+    q = torch.zeros(4, VOCAB)
+    q[0, 3] = 1.0
+    walk = PathVerifier(do_sample=True)
+    agreeing = HostTree([0, 3, 3, 5], children=[[1, 2], [], [3], []], draft_probs=q, lookup_offset=2)
+    path = walk.verify(agreeing, _scores([3], [5], [5], [6]), torch.tensor([[0]]))
+    assert path.accepted_nodes == [0, 2, 3] and path.tokens == [3, 5, 6]
+    leaving = HostTree([0, 3, 4, 6], children=[[1, 2], [], [3], []], draft_probs=q, lookup_offset=2)
+    path = walk.verify(leaving, _scores([3], [6], [6], [7]), torch.tensor([[0]]))
+    assert path.accepted_nodes == [0, 1] and path.tokens == [3, 6]
+
+    rejected = HostTree([0, 3, 5], children=[[1, 2], [], []], draft_probs=q, lookup_offset=2)
+    torch.manual_seed(0)
+    firsts = [walk.verify(rejected, _scores([5, 6], [0], [1]), torch.tensor([[0]])).tokens[0] for _ in range(2000)]
+    assert set(firsts) == {5, 6} and abs(firsts.count(5) / 2000 - 0.5) < 0.05

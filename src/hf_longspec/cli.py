@@ -84,10 +84,13 @@ def cmd_run(args) -> int:
 
     check_draft_arg(args.draft)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
-    if args.lookup_tokens < 0:
+    from .generation.lookup import MAX_LOOKUP_TOKENS
+
+    if args.lookup_tokens is not None and not 0 <= args.lookup_tokens <= MAX_LOOKUP_TOKENS:
         from .errors import CommandLineError
 
-        raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int >= 0 (0: no lookup chain).")
+        raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
+                               "(0: no lookup chain).")
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
                           args.dtype, args.lookup_tokens)
@@ -197,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None,
                      help="default: float32 on CPU, bfloat16 on CUDA")
-    run.add_argument("--lookup-tokens", type=int, default=0,
-                     help="a prompt-lookup chain of this many tokens beside the draft's tree (longspec_lookup_tokens)")
+    run.add_argument("--lookup-tokens", type=int, default=None,
+                     help="a prompt-lookup chain of this many tokens beside the draft's tree (longspec_lookup_tokens; "
+                          "default: the draft config's lookup_tokens, 32 for the shipped draft; 0: none)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

@@ -82,7 +82,7 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
-                 lookup_tokens: int = 0) -> RunReport:
+                 lookup_tokens: int | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)

@@ -7,11 +7,13 @@ depth at a time: no host sync, so it runs inside the round's CUDA graph. A looku
 (``TreeLayout.lookup``) is a second candidate path; the longer accepted path wins, the draft's on a tie.
 
 With logits processors, sampling or returned scores (``PathVerifier``, on the host): walk from the
-root; greedy follows the child holding the processed argmax. Sampling does recursive rejection
+root; greedy follows the child holding the processed argmax (both, where the draft's child and the
+lookup chain's hold it, keeping the longer path). Sampling does recursive rejection
 sampling over each node's children (drawn without replacement from q): accept child c with
 probability min(1, p(c)/q(c)); on rejection p <- norm(max(p-q, 0)) and q <- q without c,
-renormalized. If no child survives, the bonus token is drawn from the residual p. Every emitted
-token is then distributed exactly as the target's.
+renormalized. If no child survives, the lookup chain's node is tried against the residual, as a
+proposal q = one-hot, and the bonus token is drawn from what is left (``_rejection_sample``). Every
+emitted token is then distributed exactly as the target's.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from .draft_tree import HostTree, TreeBuffers, TreeLayout
 class AcceptedPaths:
     """The round's result per row, on the device (all shapes static)."""
 
-    path_nodes: torch.Tensor  # (B, D+1) node ids, root first; entries past `accepted` are padding
+    path_nodes: torch.Tensor  # (B, P+1) (P: layout.path_length) node ids, root first; entries past `accepted` are padding
     accepted: torch.Tensor  # (B,) nodes kept in the cache (root included) = tokens emitted
-    emitted: torch.Tensor  # (B, D+1) accepted tokens after the root, then the bonus token
+    emitted: torch.Tensor  # (B, P+1) accepted tokens after the root, then the bonus token
     non_chain: torch.Tensor  # (B,) bool: some accepted node is not its parent's first child
     lookup: torch.Tensor | None = None  # (B,) bool: the lookup chain's path was taken
 
@@ -50,7 +52,7 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
     batch = best.shape[0]
     accepted = torch.zeros_like(tree.valid)
     accepted[:, 0] = True
-    path = torch.zeros(batch, layout.depth + 1, dtype=torch.long, device=best.device)
+    path = torch.zeros(batch, layout.path_length + 1, dtype=torch.long, device=best.device)
     count = torch.ones(batch, dtype=torch.long, device=best.device)
     offsets = layout.offsets
     for depth, width in enumerate(layout.widths, start=1):
@@ -75,7 +77,7 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
     bonus = best.gather(1, last)
     emitted = torch.cat([tree.tokens.gather(1, path[:, 1:]), bonus], dim=1)
     emitted.scatter_(1, count[:, None] - 1, bonus)
-    steps = torch.arange(layout.depth + 1, device=best.device)[None]
+    steps = torch.arange(layout.path_length + 1, device=best.device)[None]
     on_path = (steps > 0) & (steps < count[:, None])
     branching = ~first_child_flags(layout, tree.parents).gather(1, path)
     non_chain = (branching & on_path).any(dim=1)
@@ -113,32 +115,99 @@ class PathVerifier:
     def verify(self, tree: HostTree, target_logits: torch.Tensor, sequence: torch.Tensor, row: int = 0,
                batch: int = 1) -> VerifiedPath:
         """sequence: (1, L) committed ids of batch row ``row`` (of ``batch``), ending with the root."""
+        if self.do_sample:
+            return self._sample_walk(tree, target_logits, sequence, row, batch)
+        return self._greedy_walk(tree, target_logits, 0, sequence, row, batch)
+
+    def _node_scores(self, target_logits, node, sequence, row, batch, path: VerifiedPath) -> torch.Tensor:
+        logits = target_logits[node : node + 1].float()
+        scores = self._scores(sequence, logits.clone(), row, batch)
+        if self.keep_scores:
+            path.scores.append(scores)
+            path.logits.append(logits)
+        return scores[0]
+
+    def _greedy_walk(self, tree: HostTree, target_logits: torch.Tensor, node: int, sequence: torch.Tensor, row: int,
+                     batch: int) -> VerifiedPath:
+        """The verified path from ``node`` (already accepted) down, ``node`` first."""
+        here = VerifiedPath(accepted_nodes=[node], tokens=[])
+        token = int(self._node_scores(target_logits, node, sequence, row, batch, here).argmax())
+        here.tokens.append(token)
+        candidates = tree.children_with_token(node, token)  # a draft child and the chain's: both are right
+        if not candidates:
+            return here
+        grown = torch.cat([sequence, sequence.new_tensor([[token]])], dim=1)
+        below = [self._greedy_walk(tree, target_logits, child, grown, row, batch) for child in candidates]
+        best = max(below, key=lambda path: len(path.tokens))  # the longer path; the draft's on a tie
+        return VerifiedPath(here.accepted_nodes + best.accepted_nodes, here.tokens + best.tokens,
+                            here.scores + best.scores, here.logits + best.logits)
+
+    def _sample_walk(self, tree: HostTree, target_logits: torch.Tensor, sequence: torch.Tensor, row: int,
+                     batch: int) -> VerifiedPath:
+        """Recursive rejection sampling down the tree. While the lookup chain holds the same tokens as
+        the draft's path, the walk stands on both (the two nodes see the same text, so the target's p
+        is the same): the draft's children are tried first, then the chain's next token."""
         path = VerifiedPath(accepted_nodes=[0], tokens=[])
-        node = 0
+        draft_path, chain_path = [0], [0]  # the two sides' nodes while both hold the path's tokens
+        node, twin = 0, 0  # the draft-side node and the chain-side node (None: that side has left the path)
         while True:
-            logits = target_logits[node : node + 1].float()
-            scores = self._scores(sequence, logits.clone(), row, batch)
-            if self.keep_scores:
-                path.scores.append(scores)
-                path.logits.append(logits)
-            if self.do_sample:
-                token, child = self._rejection_sample(tree, node, scores[0])
-            else:
-                token = int(scores[0].argmax())
-                child = tree.child_with_token(node, token)
+            scores = self._node_scores(target_logits, node if node is not None else twin, sequence, row, batch, path)
+            children = tree.draft_children(node) if node is not None else []
+            chain = tree.chain_child(twin) if twin is not None else None
+            token, child = self._rejection_sample(tree, node, children, chain, scores)
             path.tokens.append(token)
             if child is None:
-                return path
-            path.accepted_nodes.append(child)
-            node = child
+                break
+            node = next((c for c in children if tree.token_list[c] == token), None)
+            twin = chain if chain is not None and tree.token_list[chain] == token else None
+            if node is not None:
+                draft_path.append(node)
+            if twin is not None:
+                chain_path.append(twin)
             sequence = torch.cat([sequence, sequence.new_tensor([[token]])], dim=1)
+        path.accepted_nodes = draft_path if node is not None else chain_path  # a side holding every accepted token
+        return path
 
     @staticmethod
-    def _rejection_sample(tree: HostTree, node: int, scores: torch.Tensor) -> tuple[int, int | None]:
+    def _rejection_sample(tree: HostTree, node: int | None, children: list[int], chain: int | None,
+                          scores: torch.Tensor) -> tuple[int, int | None]:
+        """One token from the target's p, and the child holding it if one was accepted.
+
+        The draft's ``children`` of ``node`` (drawn without replacement from q) go first. Then the
+        lookup chain's node ``chain``, a proposal with all its mass on its token t, against what is
+        left of p: accepted with probability p(t), else t leaves p (renormalized) before the bonus is
+        drawn. The chain's token does not depend on the draft's draws, so this last stage keeps the
+        token distributed as p: p(t) + 0 for t, and (1 - p(t)) * p(u) / (1 - p(t)) for any other u."""
         p = torch.softmax(scores.float(), dim=-1)
-        children = tree.children[node]
-        if not children:
-            return int(torch.multinomial(p, 1)), None
+        if children:
+            q = tree.draft_probs[node].float().clone()
+            for child in children:
+                token = tree.token_list[child]
+                if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
+                    return token, child
+                residual = torch.clamp(p - q, min=0)
+                total = residual.sum()
+                p = residual / total if total > 0 else p
+                q[token] = 0
+                q = q / q.sum()
+        if chain is not None:
+            token = tree.token_list[chain]
+            if float(torch.rand((), device=p.device)) < float(p[token]):
+                return token, chain
+            p[token] = 0
+            p = p / p.sum()
+        return int(torch.multinomial(p, 1)), None
+        q = tree.draft_probs[node].float().clone()
+        for child in children:
+            token = tree.token_list[child]
+            if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
+                return token, child
+            residual = torch.clamp(p - q, min=0)
+            total = residual.sum()
+            p = residual / total if total > 0 else p
+            q[token] = 0
+            q = q / q.sum()
+        return int(torch.multinomial(p, 1)), None
         q = tree.draft_probs[node].float().clone()
         for child in children:
             token = tree.token_list[child]

@@ -8,22 +8,19 @@ from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
 from ..tree_options import check_tree_options
 from .decoder import VERIFY_MODES
+from .lookup import MAX_LOOKUP_TOKENS
 
 
 # set by TreeKVCache.export_to on a cache it fills: the rows whose tail holds no K/V (stopped early)
 CUT_SHORT_ROWS = "_longspec_rows_cut_short"
 
 
-def check_lookup(tokens, on_host: bool) -> None:
-    """``longspec_lookup_tokens``: an int >= 0, and > 0 only for greedy rounds on the device."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+def check_lookup(tokens) -> None:
+    """``longspec_lookup_tokens``: an int in [0, MAX_LOOKUP_TOKENS]."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_LOOKUP_TOKENS:
         raise UnsupportedGenerationError(
-            f"longspec_lookup_tokens={tokens!r}; allowed: an int >= 0 (0: no prompt-lookup chain).")
-    if tokens and on_host:
-        raise UnsupportedGenerationError(
-            f"longspec_lookup_tokens={tokens} needs greedy decoding without logits processors and without returned "
-            "scores or logits; sampling, processors and scores verify on the host, where the lookup chain is not "
-            "built. Allowed: longspec_lookup_tokens=0 here, or do_sample=False with no processors.")
+            f"longspec_lookup_tokens={tokens!r}; allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
+            "(0: no prompt-lookup chain).")
 
 
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,

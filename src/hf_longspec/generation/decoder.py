@@ -69,8 +69,8 @@ class LongSpecDecoder:
         self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
         # the lookup chain's committed-token history (None without a chain: nothing changes then)
         self.lookup = PromptLookup(batch_size, capacity, layout.lookup, self.device) if layout.lookup else None
-        # packed result of a round, per row: [accepted, non_chain + 2 * lookup taken, emitted tokens (D+1)]
-        self.result = torch.zeros(batch_size, layout.depth + 3, dtype=torch.long, device=self.device)
+        # packed result of a round, per row: [accepted, non_chain + 2 * lookup taken, emitted tokens (P+1)]
+        self.result = torch.zeros(batch_size, layout.path_length + 3, dtype=torch.long, device=self.device)
         self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}
         self._graph = None
         self._greedy_drafter = TreeDrafter(draft, layout, self.tree)
@@ -238,14 +238,18 @@ class LongSpecDecoder:
         row's tree walked on the host (``sequences``: per row, (1, L_b) committed ids ending with the
         root). Returns each row's verified path (None for a finished row, which commits nothing)."""
         self._draft(drafter, sequences)
+        if self.lookup is not None:
+            drafter.attach_lookup(*self.lookup.propose(self.cache.lengths, self.root_tokens))
         logits = self._verify_forward()
+        chain = self.layout.lookup_offset if self.layout.lookup else None
         paths, nodes, accepted, roots = [], [], [], []
         for row, sequence in enumerate(sequences):
             running = active is None or active[row]
-            path = verifier.verify(self.tree.to_host(row), logits[row], sequence, row, len(sequences)) if running else None
+            path = verifier.verify(self.tree.to_host(row, chain), logits[row], sequence, row, len(sequences)) \
+                if running else None
             kept = path.accepted_nodes if path is not None else [0]
             paths.append(path)
-            nodes.append(kept + [0] * (self.layout.depth + 1 - len(kept)))
+            nodes.append(kept + [0] * (self.layout.path_length + 1 - len(kept)))
             accepted.append(len(kept) if path is not None else 0)
             roots.append(path.tokens[-1] if path is not None else 0)  # a finished row keeps its root (active)
         self._commit(torch.tensor(nodes, device=self.device), torch.tensor(accepted, device=self.device),

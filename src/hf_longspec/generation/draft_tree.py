@@ -11,7 +11,7 @@ whose draft probability is 0 (a token the logits processors forbid) is kept in i
 invalid: it is never accepted, and neither are its descendants.
 
 A layout with ``lookup`` K > 0 adds K nodes after the draft's, one chain from the root holding the
-prompt-lookup tokens (lookup.py); the draft never runs them (greedy only).
+prompt-lookup tokens (lookup.py); the draft never runs them.
 
 Sampling keeps this shape and stays lossless: how many children each node gets is fixed from the
 deterministic top-k ranking *before* its children are drawn, and the children are then drawn
@@ -62,8 +62,14 @@ class TreeLayout:
         return 1 + sum(self.widths)
 
     def with_lookup(self, tokens: int) -> "TreeLayout":
-        """This tree plus a lookup chain of ``tokens`` nodes, at most as deep as the tree."""
-        return TreeLayout(self.widths, min(int(tokens), self.depth))
+        """This tree plus a lookup chain of ``tokens`` nodes. The chain may reach deeper than the
+        draft: a copied passage is often accepted whole, where the draft's acceptance decays."""
+        return TreeLayout(self.widths, int(tokens))
+
+    @property
+    def path_length(self) -> int:
+        """Nodes after the root on the longest path a round can accept (the draft's or the chain's)."""
+        return max(self.depth, self.lookup)
 
     @property
     def num_run(self) -> int:
@@ -91,12 +97,21 @@ class HostTree:
     token_list: list[int]
     children: list[list[int]]  # valid child ids of each node, in draw (rank) order
     draft_probs: torch.Tensor | None = None  # (N_run, V) q of each run node (sampling)
+    lookup_offset: int | None = None  # node id of the lookup chain's first node (None: no chain)
 
-    def child_with_token(self, node: int, token: int) -> int | None:
-        for child in self.children[node]:
-            if self.token_list[child] == token:
-                return child
-        return None
+    def is_chain(self, node: int) -> bool:
+        return self.lookup_offset is not None and node >= self.lookup_offset
+
+    def draft_children(self, node: int) -> list[int]:
+        return [child for child in self.children[node] if not self.is_chain(child)]
+
+    def chain_child(self, node: int) -> int | None:
+        """The lookup chain's node under ``node`` (the root or a chain node), if valid."""
+        return next((child for child in self.children[node] if self.is_chain(child)), None)
+
+    def children_with_token(self, node: int, token: int) -> list[int]:
+        """At most a draft child and a chain child (siblings of one kind hold distinct tokens)."""
+        return [child for child in self.children[node] if self.token_list[child] == token]
 
 
 @dataclass
@@ -125,15 +140,15 @@ class TreeBuffers:
                          if keep_probs else None),
         )
 
-    def to_host(self, row: int = 0) -> HostTree:
-        """One sync: the row's tree as Python lists."""
+    def to_host(self, row: int = 0, lookup_offset: int | None = None) -> HostTree:
+        """One sync: the row's tree as Python lists (``lookup_offset``: where a lookup chain starts)."""
         tokens, parents, valid = (t[row].tolist() for t in (self.tokens, self.parents, self.valid))
         children: list[list[int]] = [[] for _ in tokens]
         for node in range(1, len(tokens)):
             if valid[node]:
                 children[parents[node]].append(node)
         probs = self.draft_probs[row] if self.draft_probs is not None else None
-        return HostTree(token_list=tokens, children=children, draft_probs=probs)
+        return HostTree(token_list=tokens, children=children, draft_probs=probs, lookup_offset=lookup_offset)
 
 
 class TreeDrafter:

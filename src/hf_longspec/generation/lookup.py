@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 NGRAM_SIZES = (3, 2, 1)  # the longest recurring suffix wins
+MAX_LOOKUP_TOKENS = 32  # every chain node is verified each round, accepted or not
 
 
 class PromptLookup:
@@ -42,7 +43,8 @@ class PromptLookup:
 
     def propose(self, lengths: torch.Tensor, roots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, K) tokens and their validity: the continuation of the latest earlier match of the
-        context's longest recurring suffix (the context is the committed tokens, then the root)."""
+        context's longest recurring suffix (the context is the committed tokens, then the root),
+        repeated periodically where it reaches the context's end."""
         history, slots = self.history, self._slots
         history.scatter_(1, lengths[:, None], roots[:, None])
         end = lengths + 1  # context tokens per row
@@ -58,7 +60,12 @@ class PromptLookup:
                 match &= shifted[i] == suffix[:, i : i + 1]
             latest = torch.where(match, slots, -1).amax(dim=1)
             start = torch.where((start < 0) & (latest >= 0) & (end > n), latest + n, start)
-        chain = start[:, None] + self._steps
-        valid = (start[:, None] >= 0) & (chain < end[:, None])
+        # The text after the match is assumed to repeat what followed the earlier occurrence; where that
+        # reaches the context's end, the repeat continues with its own start (period end - start): a
+        # run or a loop of the target's continues past what has been written so far.
+        found = start >= 0
+        period = torch.where(found, end - start, 1)
+        chain = start[:, None] + self._steps % period[:, None]
+        valid = found[:, None].expand_as(chain)
         tokens = history.gather(1, chain.clamp(0, width - 1))
         return torch.where(valid, tokens, 0), valid  # an invalid node still needs a real token id to embed

@@ -21,7 +21,7 @@ from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
 from .roofline import latency_bound
-from .tree_budget import node_budget, tree_within
+from .tree_budget import lookup_within, node_budget, tree_within
 
 _POOL_LOCK = threading.Lock()
 
@@ -159,7 +159,7 @@ def longspec_generate(
     longspec_streamer=None,
     longspec_tree_widths=None,
     longspec_max_nodes=None,
-    longspec_lookup_tokens: int = 0,
+    longspec_lookup_tokens: int | None = None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
     longspec_compile: bool | None = None,
@@ -171,8 +171,9 @@ def longspec_generate(
     """Lossless LongSpec tree speculation; a `custom_generate` callable for transformers' generate().
 
     longspec_lookup_tokens: K > 0 adds a chain of K prompt-lookup tokens (copied from the committed text,
-        generation/lookup.py) beside the draft's tree, at most as deep as the tree; greedy without logits
-        processors only. 0 (the default): the draft's tree alone.
+        generation/lookup.py) beside the draft's tree (K may exceed the tree's depth, up to 32); 0: the
+        draft's tree alone. None (the default): the generation config's ``longspec_lookup_tokens`` if set,
+        else the draft config's ``lookup_tokens`` cut to the node budget the tree leaves.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -203,8 +204,12 @@ def longspec_generate(
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
     on_host = do_sample or processors is not None or keep_scores
-    lookup_tokens = longspec_lookup_tokens or getattr(generation_config, "longspec_lookup_tokens", 0)
-    check_lookup(lookup_tokens, on_host)
+    lookup_tokens = longspec_lookup_tokens if longspec_lookup_tokens is not None else \
+        getattr(generation_config, "longspec_lookup_tokens", None)
+    if lookup_tokens is not None:  # asked for: kept as given, or refused
+        check_lookup(lookup_tokens)
+    else:  # the draft's default: what the node budget leaves
+        lookup_tokens = lookup_within(draft.config, max_nodes, layout)
     layout = layout.with_lookup(lookup_tokens)
 
     cache = cache_from_model_kwargs(model_kwargs)
@@ -327,7 +332,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         while any(active):
             if on_host:
                 paths = decoder.round_on_host(drafter, verifier, [e.sequence for e in emitters], active)
-                rows = [(row, path.tokens, _is_non_chain(decoder, path.accepted_nodes, row), 0, path.scores, path.logits)
+                rows = [(row, path.tokens, *_host_path_kinds(decoder, path.accepted_nodes, row), path.scores, path.logits)
                         for row, path in enumerate(paths) if path is not None]
             else:  # the packed result's second column: non_chain + 2 * (lookup chain kept)
                 result = decoder.run_round().tolist()
@@ -357,10 +362,12 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         stats.warmup_seconds = decoder.warmup_seconds
 
 
-def _is_non_chain(decoder: LongSpecDecoder, accepted_nodes: list[int], row: int = 0) -> bool:
-    """Host-walked rounds: the same test greedy_accept makes on the device."""
-    first = first_child_flags(decoder.layout, decoder.tree.parents)[row].tolist()
-    return not all(first[node] for node in accepted_nodes[1:])
+def _host_path_kinds(decoder: LongSpecDecoder, accepted_nodes: list[int], row: int = 0) -> tuple[bool, bool]:
+    """Host-walked rounds, as greedy_accept reports them on the device: (non_chain, lookup chain kept)."""
+    layout = decoder.layout
+    lookup = bool(layout.lookup) and any(node >= layout.lookup_offset for node in accepted_nodes[1:])
+    first = first_child_flags(layout, decoder.tree.parents)[row].tolist()
+    return lookup or not all(first[node] for node in accepted_nodes[1:]), lookup
 
 
 def _generate_output(sequence, emitter: _Emitter, generation_config, cache):

@@ -75,3 +75,8 @@ def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout
         if budget is None or sum(widths) <= budget:
             return TreeLayout.plan(widths, None, vocab_size)
     return TreeLayout.plan(candidates[-1], budget, vocab_size)
+
+
+def lookup_within(draft_config, budget: int, tree: TreeLayout) -> int:
+    """The draft config's default chain length, cut to the nodes ``budget`` leaves after ``tree``."""
+    return max(0, min(getattr(draft_config, "lookup_tokens", 0), budget - sum(tree.widths)))

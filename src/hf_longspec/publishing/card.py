@@ -91,6 +91,7 @@ def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:
         "sliding_window": config.sliding_window,
         "num_anchor_tokens": config.num_anchor_tokens,
         "tree_widths": " ".join(map(str, config.tree_widths)),
+        "lookup_tokens": getattr(config, "lookup_tokens", 0) or "none",
     }
 
 
