@@ -74,6 +74,10 @@ def main():
     result["longspec_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "compiled": stats.compiled,
                                 "cuda_graphs": stats.cuda_graphs}
     result["last_tree"] = last_tree(draft)
+    result["lookup"] = target.generate(prompt, assistant_model=draft, longspec_lookup_tokens=8, **options,
+                                       **compile_option).tolist()
+    stats = draft.last_stats
+    result["lookup_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "lookup_commits": stats.lookup_commits}
     progress("longspec")
     # a left-padded batch of two rows (the prompt, and the prompt without its last 7 tokens)
     batch = torch.zeros(2, prompt.shape[1], dtype=torch.long, device=prompt.device)
@@ -103,6 +107,8 @@ def main():
     torch.manual_seed(100 + rank)  # ranks seeded differently on purpose: generate must agree anyway
     result["sampled"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
                                         max_new_tokens=args.new_tokens).tolist()
+    result["sampled_lookup"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
+                                               longspec_lookup_tokens=8, max_new_tokens=args.new_tokens).tolist()
     progress("sampled")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
