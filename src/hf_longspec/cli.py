@@ -84,9 +84,9 @@ def cmd_run(args) -> int:
 
     check_draft_arg(args.draft)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
-    from .generation.lookup import MAX_LOOKUP_TOKENS
+    from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
-    if args.lookup_tokens is not None and not 0 <= args.lookup_tokens <= MAX_LOOKUP_TOKENS:
+    if args.lookup_tokens is not None and not is_lookup_length(args.lookup_tokens):
         from .errors import CommandLineError
 
         raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "

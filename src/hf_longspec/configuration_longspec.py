@@ -52,7 +52,8 @@ class LongSpecDraftConfig(PretrainedConfig):
       above, or a long context: generation/tree_budget.py) the draft uses the largest that fits.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
-      SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3 against 3.6 without it).
+      SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
+      another run; docs/training.md).
     """
 
     model_type = "longspec_draft"
@@ -131,10 +132,9 @@ class LongSpecDraftConfig(PretrainedConfig):
                for tree in self.tree_ladder):
             raise ValueError(f"tree_ladder must be a list of non-empty lists of positive ints (or None: no "
                              f"ladder), got {self.tree_ladder}")
-        from .generation.lookup import MAX_LOOKUP_TOKENS
+        from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
-        if isinstance(self.lookup_tokens, bool) or not isinstance(self.lookup_tokens, int) or \
-                not 0 <= self.lookup_tokens <= MAX_LOOKUP_TOKENS:
+        if not is_lookup_length(self.lookup_tokens):
             raise ValueError(f"lookup_tokens must be an int from 0 to {MAX_LOOKUP_TOKENS} (0: no prompt-lookup "
                              f"chain), got {self.lookup_tokens!r}")
         if self.num_anchor_tokens < 0:

@@ -197,25 +197,3 @@ class PathVerifier:
             p[token] = 0
             p = p / p.sum()
         return int(torch.multinomial(p, 1)), None
-        q = tree.draft_probs[node].float().clone()
-        for child in children:
-            token = tree.token_list[child]
-            if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
-                return token, child
-            residual = torch.clamp(p - q, min=0)
-            total = residual.sum()
-            p = residual / total if total > 0 else p
-            q[token] = 0
-            q = q / q.sum()
-        return int(torch.multinomial(p, 1)), None
-        q = tree.draft_probs[node].float().clone()
-        for child in children:
-            token = tree.token_list[child]
-            if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
-                return token, child
-            residual = torch.clamp(p - q, min=0)
-            total = residual.sum()
-            p = residual / total if total > 0 else p
-            q[token] = 0
-            q = q / q.sum()
-        return int(torch.multinomial(p, 1)), None

@@ -8,7 +8,7 @@ from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
 from ..tree_options import check_tree_options
 from .decoder import VERIFY_MODES
-from .lookup import MAX_LOOKUP_TOKENS
+from .lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
 
 # set by TreeKVCache.export_to on a cache it fills: the rows whose tail holds no K/V (stopped early)
@@ -17,7 +17,7 @@ CUT_SHORT_ROWS = "_longspec_rows_cut_short"
 
 def check_lookup(tokens) -> None:
     """``longspec_lookup_tokens``: an int in [0, MAX_LOOKUP_TOKENS]."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_LOOKUP_TOKENS:
+    if not is_lookup_length(tokens):
         raise UnsupportedGenerationError(
             f"longspec_lookup_tokens={tokens!r}; allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
             "(0: no prompt-lookup chain).")

@@ -79,4 +79,4 @@ def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout
 
 def lookup_within(draft_config, budget: int, tree: TreeLayout) -> int:
     """The draft config's default chain length, cut to the nodes ``budget`` leaves after ``tree``."""
-    return max(0, min(getattr(draft_config, "lookup_tokens", 0), budget - sum(tree.widths)))
+    return max(0, min(draft_config.lookup_tokens, budget - sum(tree.widths)))
