@@ -5,6 +5,7 @@ start, then held-out tau of every run on the same eval-split prompts.
         --steps 200 --seeds 0 1 --corpus-mix chat --chat-data /tmp/chat/chat_train.jsonl \
         --variant base --variant "rollout2=rollout_steps:2" --variant "seq4k=seq_len:4096,batch_size:8"
     PYTHONPATH=src python benchmarks/ablate_training.py --out /tmp/ablation --quick     # CPU smoke run
+    python benchmarks/ablate_training.py --merge call1/ablation.json call2/ablation.json --out merged
 
 Why: the draft-quality issue asks that every training claim rest on an ablation with two seeds or
 more. One seed cannot separate differences of ~0.2 tau (docs/training.md), so this script reports,
@@ -14,14 +15,22 @@ against the first variant (same prompts, same seed), and draws both.
 A variant is NAME=field:value,field:value over the TrainRecipe fields (values parsed as JSON when
 they parse: 2, 4096, true, "argmax"); "base" alone is the base recipe. The seed changes the training
 (data order, noise shifts, and the initial weights of an untrained draft); the token chunks of one
-data setting are built once, from seed 0, and shared by all its runs.
+data setting are built once, from seed 0, and shared by all its runs (a longer seq_len is regrouped
+from the chunks of a shorter one: the same tokens, not tokenized again).
+
+Every run records tau per (kind, length) cell too, pooled over the cell's prompts, and the summary
+the mean over seeds per cell: whether a variant keeps tau flat from 2k to 8k is a per-kind question
+that the pooled tau hides. `--merge` joins the ablation.json files of separate calls (the same
+variants and prompts, other seeds) into one report: two seeds of a whole run do not fit one call.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
+import sys
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -33,7 +42,8 @@ from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import held_out_prompts, measure_tau
 from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
 
-# the recipe fields that decide the token chunks: runs that agree on them share one dataset
+# the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
+# aside: a multiple of a built seq_len is regrouped from it, see `regrouped`)
 DATA_FIELDS = ("seq_len", "max_tokens", "kinds", "corpus_mix", "chat_data", "corpus_max_epochs", "chat_windows")
 
 
@@ -70,8 +80,40 @@ def summarize(runs: list[dict]) -> list[dict]:
         rows.append({"variant": name, "seeds": [run["seed"] for run in mine], "tau_mean": statistics.mean(taus),
                      "tau_min": min(taus), "tau_max": max(taus),
                      "paired_delta_mean": statistics.mean(paired) if paired else None,
-                     "prompts_better": sum(d > 0 for d in paired), "prompts_worse": sum(d < 0 for d in paired)})
+                     "prompts_better": sum(d > 0 for d in paired), "prompts_worse": sum(d < 0 for d in paired),
+                     **cell_summary(mine)})
     return rows
+
+
+def cell_taus(rows: list[dict]) -> dict:
+    """{kind: {length: tau}} of measure_tau's per-prompt rows, tokens over rounds pooled per cell: the
+    numbers that say whether tau holds from 2k to 8k per kind (JSON keys, so lengths are strings)."""
+    pooled: dict = {}
+    for row in rows:
+        cells = pooled.setdefault(row["kind"], {})
+        emitted, rounds = cells.get(str(row["length"]), (0, 0))
+        cells[str(row["length"])] = (emitted + row["emitted_tokens"], rounds + row["rounds"])
+    return {kind: {length: emitted / max(rounds, 1) for length, (emitted, rounds) in cells.items()}
+            for kind, cells in pooled.items()}
+
+
+def cell_summary(runs: list[dict]) -> dict:
+    """Per kind and length the mean over the runs (seeds) of their cell tau, and per kind the longest
+    length's mean over the shortest's; empty for runs measured before cells were recorded."""
+    values: dict = {}
+    for run in runs:
+        for kind, cells in run.get("tau_per_cell", {}).items():
+            for length, tau in cells.items():
+                values.setdefault(kind, {}).setdefault(length, []).append(tau)
+    if not values:
+        return {}
+    means = {kind: {length: statistics.mean(cells[length]) for length in sorted(cells, key=int)}
+             for kind, cells in values.items()}
+    ratios = {}
+    for kind, cells in means.items():
+        taus = list(cells.values())
+        ratios[kind] = taus[-1] / taus[0] if taus[0] else None
+    return {"tau_per_cell": means, "longest_over_shortest": ratios}
 
 
 def table(rows: list[dict]) -> str:
@@ -84,14 +126,33 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cell_table(rows: list[dict]) -> str:
+    """tau per kind and length, mean over seeds, and the longest length's over the shortest's."""
+    lengths = sorted({int(length) for row in rows for cells in row.get("tau_per_cell", {}).values()
+                      for length in cells})
+    if not lengths:
+        return ""
+    lines = [f"| variant | kind | {' | '.join(map(str, lengths))} | {lengths[-1]} / {lengths[0]} |",
+             "|---|---|" + "---|" * (len(lengths) + 1)]
+    for row in rows:
+        for kind, cells in row.get("tau_per_cell", {}).items():
+            taus = " | ".join(f"{cells[str(length)]:.2f}" if str(length) in cells else "-" for length in lengths)
+            ratio = row["longest_over_shortest"].get(kind)
+            lines.append(f"| {row['variant']} | {kind} | {taus} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    return "\n".join(lines)
+
+
 def plot(report: dict, path: Path) -> None:
-    """Loss against steps per run, and tau per variant with every seed's point."""
+    """Loss against steps per run, tau per variant with every seed's point, and (when recorded) tau
+    against prompt length per variant and kind, mean over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (loss_ax, tau_ax) = plt.subplots(1, 2, figsize=(13, 4.5))
+    cells = any(row.get("tau_per_cell") for row in report["summary"])
+    fig, axes = plt.subplots(1, 3 if cells else 2, figsize=(19 if cells else 13, 4.5))
+    loss_ax, tau_ax = axes[:2]
     names = [row["variant"] for row in report["summary"]]
     for run in report["runs"]:
         if run["loss"]:
@@ -106,20 +167,125 @@ def plot(report: dict, path: Path) -> None:
         tau_ax.plot([row["tau_mean"]] * 2, [index - 0.3, index + 0.3], color=f"C{index}")
     tau_ax.set_yticks(range(len(names)), names)
     tau_ax.set(xlabel="held-out tau (greedy, default tree); dots: seeds, bar: mean", title="acceptance")
+    if cells:
+        styles = ["-", "--", ":", "-."]
+        kinds = list(dict.fromkeys(kind for row in report["summary"] for kind in row.get("tau_per_cell", {})))
+        for index, row in enumerate(report["summary"]):
+            for kind, by_length in row.get("tau_per_cell", {}).items():
+                axes[2].plot([int(length) for length in by_length], list(by_length.values()), marker="o",
+                             color=f"C{index}", linestyle=styles[kinds.index(kind) % len(styles)],
+                             label=f"{row['variant']} {kind}")
+        axes[2].set(xlabel="prompt length (tokens)", ylabel="tau, mean over seeds", title="tau against context")
+        axes[2].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def write_report(report: dict, out: Path, started: float) -> None:
-    """ablation.json with the runs so far and their summary."""
+def write_report(report: dict, out: Path, started: float | None) -> None:
+    """ablation.json with the runs so far and their summary (a merged report keeps its calls' seconds)."""
     report["summary"] = summarize(report["runs"])
-    report["seconds"] = time.perf_counter() - started
+    if started is not None:
+        report["seconds"] = time.perf_counter() - started
     (out / "ablation.json").write_text(json.dumps(report, indent=2))
+
+
+def merge_reports(paths: list[str]) -> dict:
+    """One report from the ablation.json files of separate calls: the same settings, variants and eval
+    prompts, other seeds (a whole-run pair of seeds does not fit one call). Refused when they measured
+    something else, or when a (variant, seed) run repeats, since the pairing would then be wrong."""
+    reports = [json.loads(Path(path).read_text()) for path in paths]
+    first = reports[0]
+
+    def comparable(report):
+        return {key: value for key, value in report["settings"].items() if key not in ("seeds", "out", "merge")}
+
+    for path, report in zip(paths[1:], reports[1:]):
+        if report["prompts"] != first["prompts"]:
+            raise ValueError(f"{path} measured other eval prompts than {paths[0]}; the runs pair prompt by prompt")
+        mine, theirs = comparable(report), comparable(first)
+        differ = sorted(key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key))
+        if differ:
+            raise ValueError(f"{path} differs from {paths[0]} in {', '.join(differ)}: not one ablation")
+    runs = [run for report in reports for run in report["runs"]]
+    keys = [(run["variant"], run["seed"]) for run in runs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"runs repeat across the files: {repeated}; merge calls of different seeds")
+    order = list(first["settings"]["variants"])
+    runs.sort(key=lambda run: (run["seed"], order.index(run["variant"])))  # seed-major, first variant first
+    return {"machine": first["machine"], "machines": [report["machine"] for report in reports],
+            "settings": {**first["settings"], "seeds": sorted({run["seed"] for run in runs}),
+                         "merge": list(paths)},
+            "prompts": first["prompts"], "runs": runs, "merged_from": [str(path) for path in paths],
+            "seconds": sum(report.get("seconds", 0.0) for report in reports)}
+
+
+def regrouped(dataset, seq_len: int):
+    """The dataset that building `dataset`'s data at `seq_len` gives, made from its chunks: each source's
+    chunks are the first tokens of its stream in order, so runs of seq_len // dataset.seq_len of them
+    (a source's odd ones at its end dropped) are exactly those chunks, without tokenizing the 40M
+    tokens again (about a minute of a GPU call). None where that does not hold: seq_len not a multiple,
+    chat records cut at their ends, or no whole chunk left."""
+    factor, rest = divmod(seq_len, dataset.seq_len)
+    if rest or factor < 2 or dataset.chat_windows != "stream":
+        return None
+    chunks, sources = [], []
+    for index in range(len(dataset.source_names)):
+        mine = dataset.chunks[dataset.chunk_sources == index]
+        count = len(mine) // factor
+        chunks.append(mine[:count * factor].reshape(count, seq_len))
+        sources.append(torch.full((count,), index, dtype=torch.long))
+    longer = copy.copy(dataset)
+    longer.seq_len, longer.chunks, longer.chunk_sources = seq_len, torch.cat(chunks), torch.cat(sources)
+    if not len(longer.chunks):
+        return None
+    if dataset.mix_report:
+        report = {}
+        for index, (name, row) in enumerate(dataset.mix_report.items()):
+            tokens = int((longer.chunk_sources == index).sum()) * seq_len
+            epochs = row["epochs"]
+            if epochs is not None and row["tokens"]:
+                epochs *= tokens / row["tokens"]
+            report[name] = {**row, "tokens": tokens, "epochs": epochs}
+        total = sum(row["tokens"] for row in report.values())
+        longer.mix_report = {name: {**row, "share": row["tokens"] / total} for name, row in report.items()}
+    return longer
+
+
+def dataset_for(datasets: dict, tokenizer, recipe: TrainRecipe):
+    """The token chunks of `recipe`'s data setting: built once (from seed 0) and shared by its runs, and
+    at a longer seq_len regrouped from one already built where `regrouped` allows."""
+    key = json.dumps({f: getattr(recipe, f) for f in DATA_FIELDS if f != "seq_len"}, sort_keys=True)
+    built = datasets.setdefault(key, {})
+    if recipe.seq_len not in built:
+        found = (regrouped(built[have], recipe.seq_len) for have in sorted(built))
+        built[recipe.seq_len] = next(filter(None, found), None) or build_dataset(tokenizer,
+                                                                                 replace(recipe, seed=0))
+    return built[recipe.seq_len]
+
+
+def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
+    """(kind, length, ids) per kind in order: held_out_prompts for the corpus kinds, and for 'chat'
+    benchmarks/tau_curve.py's prompts (an eval-split document inside a user turn, in the chat template)."""
+    prompts = []
+    for kind in kinds:
+        if kind != "chat":
+            prompts += held_out_prompts(tokenizer, lengths=tuple(lengths), kinds=(kind,), per_cell=per_cell,
+                                        device=device)
+            continue
+        sys.path.insert(0, str(Path(__file__).parent))
+        from tau_curve import chat_prompt
+
+        prompts += [("chat", length, torch.tensor([chat_prompt(tokenizer, length, index)[1]], device=device))
+                    for length in lengths for index in range(per_cell)]
+    return prompts
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder: ablation.json, ablation.png, runs/")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                        help="no training: join the ablation.json files of separate calls (other seeds) in --out")
     parser.add_argument("--init-draft", default="embedded", help="'embedded', a draft folder, or 'untrained'")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -131,8 +297,10 @@ def parse_args(argv=None):
     parser.add_argument("--max-tokens", type=int, default=10_000_000)
     parser.add_argument("--corpus-mix", default=None)
     parser.add_argument("--chat-data", nargs="*", default=[])
+    parser.add_argument("--corpus-max-epochs", type=float, default=1.0,
+                        help="passes over a source smaller than its share (2: the shipped draft's last stage)")
     parser.add_argument("--eval-lengths", type=int, nargs="+", default=[2048, 4096, 8000])
-    parser.add_argument("--eval-kinds", nargs="+", default=["code", "prose"])
+    parser.add_argument("--eval-kinds", nargs="+", default=["code", "prose"], help="corpus kinds, and 'chat'")
     parser.add_argument("--eval-prompts", type=int, default=2, help="prompts per (kind, length)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="tiny CPU smoke run: 2 steps, one short prompt")
@@ -146,6 +314,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        return merge(args.merge, Path(args.out))
     variants = [parse_variant(text) for text in (args.variant or ["base"])]
     if len({name for name, _ in variants}) < len(variants):
         raise ValueError(f"variant names repeat: {[name for name, _ in variants]}")
@@ -153,11 +323,11 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     target, tokenizer = load_embedded_target()
-    prompts = held_out_prompts(tokenizer, lengths=tuple(args.eval_lengths), kinds=tuple(args.eval_kinds),
-                               per_cell=args.eval_prompts, device=target.device)
+    prompts = eval_prompts(tokenizer, args.eval_lengths, args.eval_kinds, args.eval_prompts, target.device)
     base = TrainRecipe(output_dir="", max_steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size,
                        learning_rate=args.lr, warmup_steps=args.warmup_steps, max_tokens=args.max_tokens,
                        corpus_mix=args.corpus_mix, chat_data=list(args.chat_data), save_steps=10**9,
+                       corpus_max_epochs=args.corpus_max_epochs,
                        logging_steps=max(1, args.steps // 20), overwrite_output=True,
                        init_draft=None if args.init_draft == "untrained" else args.init_draft)
     report = {"machine": machine_info(target.device), "settings": {**vars(args), "variants": dict(variants)},
@@ -170,31 +340,57 @@ def main(argv=None) -> int:
             if "kinds" in overrides and "corpus_mix" not in overrides:
                 overrides = {**overrides, "corpus_mix": None}  # kinds name the text only without a mix
             recipe = replace(base, output_dir=str(out / "runs" / f"{name}-seed{seed}"), seed=seed, **overrides)
-            key = json.dumps({f: getattr(recipe, f) for f in DATA_FIELDS}, sort_keys=True)
-            if key not in datasets:
-                datasets[key] = build_dataset(tokenizer, replace(recipe, seed=0))
             begin = time.perf_counter()
-            draft = train_draft(target, tokenizer, recipe, dataset=datasets[key], progress=False)
+            dataset = dataset_for(datasets, tokenizer, recipe)
+            data_seconds = time.perf_counter() - begin
+            begin = time.perf_counter()
+            draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             train_seconds = time.perf_counter() - begin
             draft.to(target.dtype).eval().bind(target)
             # uncompiled rounds: tau does not depend on compiling, and each new draft would compile anew
+            begin = time.perf_counter()
             tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False)
-            log = json.loads((Path(recipe.output_dir) / "final" / "training_log.json").read_text())
+            eval_seconds = time.perf_counter() - begin
+            final = Path(recipe.output_dir) / "final"
+            log = json.loads((final / "training_log.json").read_text())
+            speed = json.loads((final / "training_speed.json").read_text())
             report["runs"].append({
                 "variant": name, "seed": seed, "recipe": asdict(recipe), "train_seconds": train_seconds,
+                "data_seconds": data_seconds, "eval_seconds": eval_seconds,
+                "tokens_per_second": speed.get("tokens_per_second"),
+                "lookup_tokens": getattr(draft.config, "lookup_tokens", 0),  # 0: the draft's tree alone
                 "tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
+                "tau_per_cell": cell_taus(tau["per_prompt"]), "training_data": dataset.mix_report,
                 "loss": [(entry["step"], entry["loss"]) for entry in log if "loss" in entry],
             })
-            print(f"{name} seed {seed}: tau {tau['tau']:.3f} ({train_seconds:.0f} s of training)", flush=True)
+            print(f"{name} seed {seed}: tau {tau['tau']:.3f} ({data_seconds:.0f} s of data, "
+                  f"{train_seconds:.0f} s of training, {eval_seconds:.0f} s of tau)", flush=True)
             del draft
             if target.device.type == "cuda":
                 torch.cuda.empty_cache()
             write_report(report, out, started)
+    finish(report, out)
+    return 0
+
+
+def finish(report: dict, out: Path) -> None:
+    """The plot and the tables of a written report."""
     try:
         plot(report, out / "ablation.png")
     except ImportError:  # matplotlib is the [bench] extra
         print("matplotlib missing: no plot")
     print("\n" + table(report["summary"]))
+    cells = cell_table(report["summary"])
+    if cells:
+        print("\ntau per kind and prompt length, mean over seeds\n" + cells)
+
+
+def merge(paths: list[str], out: Path) -> int:
+    """--merge: the joined report, summarized and drawn again."""
+    report = merge_reports(paths)
+    out.mkdir(parents=True, exist_ok=True)
+    write_report(report, out, None)
+    finish(report, out)
     return 0
 
 

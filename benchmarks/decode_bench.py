@@ -16,8 +16,11 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper);
 - longspec_lookupK: with ``--lookups K ...``, the default tree plus a K-token prompt-lookup chain
   (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
-- vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0: the same, sampled (temperature
-  0.8, each call seeded alike); the sampled LongSpec methods are compared with vanilla_static_sampled.
+- vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup32: the
+  same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
+  with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,
+  so longspec_sampled and longspec_sampled_lookup0 are the same call; lookup32 asks for the chain
+  (the eighth session's run measured longspec_sampled when it still had it).
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -54,8 +57,10 @@ METHODS = {
     "longspec_sampled": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE},
     "longspec_sampled_lookup0": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                  "longspec_lookup_tokens": 0},
+    "longspec_sampled_lookup32": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
+                                  "longspec_lookup_tokens": 32},
 }
-SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0")
+SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)

@@ -34,13 +34,17 @@ import inspect
 import os
 
 import numpy as np
+import pytest
 import torch
 from scipy.stats import chisquare, power_divergence
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from conftest import tiny_llama
 from hf_longspec import LongSpecDraftModel
 
 VOCAB, TEMPERATURE, TOP_K, NEW_TOKENS, ALPHA = 8, 0.9, 3, 6, 2.5e-4
+# HF_LONGSPEC_TEST_DEVICE=cuda runs these laws on the GPU: captured, compiled rounds (their random draws too)
+DEVICE = os.environ.get("HF_LONGSPEC_TEST_DEVICE", "cpu")
 # 4000 in the suite; HF_LONGSPEC_SAMPLING_SAMPLES=23000 gives power 0.9 against EVERY alternative at TV 0.02
 SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "4000"))
 _DECODE_STEP = inspect.signature(LongSpecDraftModel.decode_step)
@@ -69,11 +73,11 @@ def _exact_joint(target, ids, depth=4):
     """P(token 1, ..., token `depth`) by brute force: (VOCAB,) * depth."""
     joint = _processed_probs(target(ids).logits[:, -1])[0].double()
     for known in range(1, depth):
-        grid = torch.cartesian_prod(*[torch.arange(VOCAB)] * known).reshape(-1, known)
+        grid = torch.cartesian_prod(*[torch.arange(VOCAB, device=ids.device)] * known).reshape(-1, known)
         prefixes = torch.cat([ids.expand(grid.shape[0], -1), grid], dim=1)
         conditional = _processed_probs(target(prefixes).logits[:, -1]).double().reshape(*[VOCAB] * known, VOCAB)
         joint = joint[..., None] * conditional
-    return joint.numpy()
+    return joint.cpu().numpy()
 
 
 def _pooled_g_test(counts, probs):
@@ -102,10 +106,10 @@ def _assert_follows(counts, joint, positions, label=""):
 
 
 def _tiny_target_and_draft(widths=(2, 2, 2), prompt_seed=3):
-    target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
-    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(prompt_seed))
+    target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5).to(DEVICE)
+    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(prompt_seed)).to(DEVICE)
     draft = TableMixedDraft.from_target(target, tree_widths=list(widths))
-    table = target(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)).logits[:, -1]
+    table = target(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB, device=DEVICE)[:, None]], dim=1)).logits[:, -1]
     draft.register_buffer("table", table.float(), persistent=False)
     return target, draft, ids
 
@@ -161,10 +165,19 @@ def test_sampling_through_a_tree_and_a_lookup_chain_is_lossless():
 BATCH_SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "1500"))
 
 
+class _Unchanged(LogitsProcessor):
+    """Returns the scores as they are; not a row-wise warper LongSpec knows, so the host walks the tree."""
+
+    def __call__(self, input_ids, scores):
+        return scores
+
+
+@pytest.mark.parametrize("walk", ["device", "host"])
 @torch.no_grad()
-def test_sampling_a_left_padded_batch_is_lossless_per_row():
+def test_sampling_a_left_padded_batch_is_lossless_per_row(walk):
     """Two rows of different lengths (one left-padded) sampled together: each row's tokens 1-4 follow
-    that row's exact target law, with every row's tree walked and committed on its own."""
+    that row's exact target law, with every row's tree walked and committed on its own, on the device
+    (temperature and top-k only) and on the host (one more processor it must call)."""
     target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
     generator = torch.Generator().manual_seed(3)
     prompts = [torch.randint(0, VOCAB, (1, 4), generator=generator), torch.randint(0, VOCAB, (1, 3), generator=generator)]
@@ -178,6 +191,7 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row():
     joints = [_exact_joint(target, prompt) for prompt in prompts]
 
     counts = [np.zeros([VOCAB] * 4) for _ in prompts]
+    extra = {"logits_processor": LogitsProcessorList([_Unchanged()])} if walk == "host" else {}
     deep_rounds = 0
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -185,7 +199,8 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row():
         torch.manual_seed(4321)
         for _ in range(BATCH_SAMPLES):
             out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW_TOKENS,
-                                  do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, pad_token_id=0)
+                                  do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, pad_token_id=0, **extra)
+            assert draft.last_stats.host_walked == (walk == "host")
             for row in range(2):
                 counts[row][tuple(out[row, 4:8].tolist())] += 1
             deep_rounds += draft.last_stats.accepted_lengths[4] > 0

@@ -1,6 +1,8 @@
 """Training: Anchor-Offset Indices, Flash Noisy Training, the Trainer loop (CPU smoke run)."""
 
+import copy
 import json
+import re
 
 import pytest
 import torch
@@ -412,3 +414,210 @@ def test_ablation_summary_pairs_each_run_with_the_first_variants_same_seed():
     assert new["paired_delta_mean"] == pytest.approx((0.5 + 0.0 + 0.4 - 0.6) / 4)
     assert (new["prompts_better"], new["prompts_worse"]) == (2, 1) and new["tau_mean"] == pytest.approx(2.7)
     assert "| new | 2 | 2.700 | 2.50-2.90 | +0.075 | 2 / 1 |" in script.table([base, new])
+
+
+def _ablation_call(script, tmp_path, name, seed, taus, prompts=None, **settings):
+    """The ablation.json that one call of ablate_training.py writes: variants base and new, one seed,
+    `taus` per variant the tau of each of the two prompts (code at 2048 and at 8000 tokens)."""
+    args = script.parse_args(["--out", str(tmp_path / name), "--seeds", str(seed),
+                              "--variant", "base", "--variant", "new=rollout_steps:2"])
+    report = {"machine": {"name": name},
+              "settings": {**vars(args), "variants": {"base": {}, "new": {"rollout_steps": 2}}, **settings},
+              "prompts": prompts or [{"kind": "code", "length": 2048}, {"kind": "code", "length": 8000}],
+              "runs": [{"variant": variant, "seed": seed, "tau": sum(per) / len(per), "tau_per_prompt": per,
+                        "tau_per_cell": {"code": {"2048": per[0], "8000": per[1]}}, "loss": [[1, 5.0], [2, 4.0]]}
+                       for variant, per in taus.items()],
+              "seconds": 10.0 + seed}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def test_ablation_merge_joins_calls_of_other_seeds_and_pairs_them_again(tmp_path, capsys):
+    """--merge: two calls of one seed each (given seed 1 first) become one report of both seeds per
+    variant, runs seed-major, and the paired deltas are recomputed over both seeds' prompts."""
+    script = _ablation_script()
+    seed1 = _ablation_call(script, tmp_path, "call-seed1", 1, {"base": [3.0, 2.0], "new": [2.0, 2.6]})
+    seed0 = _ablation_call(script, tmp_path, "call-seed0", 0, {"base": [2.0, 3.0], "new": [2.5, 3.0]})
+    out = tmp_path / "merged"
+    assert script.main(["--merge", seed1, seed0, "--out", str(out)]) == 0
+    report = json.loads((out / "ablation.json").read_text())
+    assert [(run["variant"], run["seed"]) for run in report["runs"]] == [("base", 0), ("new", 0), ("base", 1), ("new", 1)]
+    assert report["settings"]["seeds"] == [0, 1] and report["merged_from"] == [seed1, seed0]
+    assert report["seconds"] == 21.0 and report["machines"] == [{"name": "call-seed1"}, {"name": "call-seed0"}]
+    base, new = report["summary"]
+    assert base["seeds"] == new["seeds"] == [0, 1] and base["paired_delta_mean"] == 0.0
+    assert new["paired_delta_mean"] == pytest.approx((0.5 + 0.0 - 1.0 + 0.6) / 4)
+    assert (new["prompts_better"], new["prompts_worse"]) == (2, 1)
+    assert new["tau_mean"] == pytest.approx((2.75 + 2.3) / 2)
+    assert new["tau_per_cell"]["code"] == pytest.approx({"2048": 2.25, "8000": 2.8})
+    assert new["longest_over_shortest"]["code"] == pytest.approx(2.8 / 2.25)
+    assert "| new | 2 | 2.525 | 2.30-2.75 | +0.025 | 2 / 1 |" in capsys.readouterr().out
+
+
+def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
+    """Runs of one (variant, seed) in two files, or files of other settings or prompts, would pair
+    the wrong runs: refused, naming what repeats or differs, and nothing is written."""
+    script = _ablation_script()
+    taus = {"base": [2.0, 3.0], "new": [2.5, 3.0]}
+    first = _ablation_call(script, tmp_path, "first", 0, taus)
+    again = _ablation_call(script, tmp_path, "again", 0, taus)
+    with pytest.raises(ValueError, match=r"runs repeat across the files: \[\('base', 0\), \('new', 0\)\]"):
+        script.main(["--merge", first, again, "--out", str(tmp_path / "merged")])
+    assert not (tmp_path / "merged").exists()
+    other = _ablation_call(script, tmp_path, "other", 1, taus, steps=300, lr=0.123)
+    with pytest.raises(ValueError, match=rf"{re.escape(other)} differs from {re.escape(first)} in lr, steps: not one"):
+        script.merge_reports([first, other])
+    variants = _ablation_call(script, tmp_path, "variants", 1, taus, variants={"base": {}, "new": {"rollout_steps": 3}})
+    with pytest.raises(ValueError, match=r"differs from .* in variants: not one ablation"):
+        script.merge_reports([first, variants])
+    prompts = _ablation_call(script, tmp_path, "prompts", 1, taus,
+                             prompts=[{"kind": "prose", "length": 2048}, {"kind": "code", "length": 8000}])
+    with pytest.raises(ValueError, match=rf"{re.escape(prompts)} measured other eval prompts than"):
+        script.merge_reports([first, prompts])
+
+
+def _tiny_text_tree(root):
+    """CorpusRoots of a small text tree: code (the biggest), docs (2 files: less than a 30% share) and
+    licenses, each file over the corpus's 400-character minimum."""
+    import random
+
+    from hf_longspec.corpus import CorpusRoots
+
+    rng = random.Random(0)
+    words = "alpha beta gamma delta river stone file token chunk draft".split()
+
+    def write(path, text):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    site, share = root / "site-packages", root / "share"
+    for i in range(24):
+        write(site / "pkg" / f"mod{i}.py", "".join(f"def f{j}(x):\n    return x * {j} + {i}\n"
+                                                   for j in range(rng.randrange(14, 40))))
+    for i in range(2):
+        write(share / "doc" / f"tool{i}" / "README", " ".join(rng.choice(words) for _ in range(rng.randrange(80, 120))))
+    for i in range(6):
+        write(share / "common-licenses" / f"LICENSE-{i}", " ".join(rng.choice(words) for _ in range(rng.randrange(80, 300))))
+    return CorpusRoots(site_packages=(site,), usr_share=share)
+
+
+def _assert_same_chunks(joined, direct):
+    assert joined.seq_len == direct.seq_len and joined.source_names == direct.source_names
+    assert torch.equal(joined.chunks, direct.chunks) and torch.equal(joined.chunk_sources, direct.chunk_sources)
+    if direct.mix_report is None:
+        assert joined.mix_report is None
+        return
+    assert list(joined.mix_report) == list(direct.mix_report)
+    for name, row in direct.mix_report.items():
+        assert joined.mix_report[name] == pytest.approx(row, abs=1e-12), name  # epochs, share: float rounding
+
+
+def test_ablation_regroups_short_chunks_into_what_a_longer_build_gives(tmp_path):
+    """`regrouped`: the chunks of a k*L build made from an L build's (per source, the odd chunks at a
+    source's end dropped) are the k*L build's own: same tokens, sources and token counts, and the
+    mix report's epochs and shares; on a mix whose short source repeats, and on real local text."""
+    from hf_longspec.training.data import LocalTextChunks
+
+    script = _ablation_script()
+    tokenizer, roots = ByteTokenizer(), _tiny_text_tree(tmp_path)
+    mix = {"code": 0.5, "docs": 0.3, "licenses": 0.2}
+
+    def build(seq_len):
+        return LocalTextChunks(tokenizer, seq_len, 6000, mix=mix, roots=roots, max_epochs=2.0)
+
+    short = build(16)
+    counts = [int((short.chunk_sources == index).sum()) for index in range(len(short.source_names))]
+    assert all(counts) and any(count % 2 for count in counts) and any(count % 3 for count in counts)
+    assert short.mix_report["docs"]["short"] is False and short.mix_report["docs"]["epochs"] > 1  # repeated
+    for factor in (2, 3, 4):
+        _assert_same_chunks(script.regrouped(short, 16 * factor), build(16 * factor))
+    for seq_len in (24, 16, 8, 16 * 10_000):  # not a multiple, the same, shorter, not one chunk left
+        assert script.regrouped(short, seq_len) is None
+    records_cut_at_ends = copy.copy(short)
+    records_cut_at_ends.chat_windows = "end"
+    assert script.regrouped(records_cut_at_ends, 32) is None
+    # the legacy loader on this machine's real text
+    real = [build_dataset(tokenizer, TrainRecipe(output_dir="", seq_len=seq_len, max_tokens=3000,
+                                                 kinds=["code", "prose"])) for seq_len in (16, 32, 48)]
+    _assert_same_chunks(script.regrouped(real[0], 32), real[1])
+    _assert_same_chunks(script.regrouped(real[0], 48), real[2])
+
+
+def test_ablation_builds_each_data_setting_once_and_regroups_longer_seq_lens(tmp_path, monkeypatch):
+    """dataset_for: one build (from seed 0) per data setting; a seq_len that is a multiple of a built
+    one is regrouped from it, not built; other seq_lens, other data fields and records cut at their
+    ends are built."""
+    from dataclasses import replace
+
+    from hf_longspec.training.data import LocalTextChunks
+
+    script = _ablation_script()
+    tokenizer, roots = ByteTokenizer(), _tiny_text_tree(tmp_path)
+    builds = []
+
+    def build(tokenizer, recipe):
+        builds.append((recipe.seq_len, recipe.seed, recipe.corpus_max_epochs, recipe.chat_windows))
+        return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, seed=recipe.seed, mix=recipe.corpus_mix,
+                               max_epochs=recipe.corpus_max_epochs, chat_windows=recipe.chat_windows, roots=roots)
+
+    monkeypatch.setattr(script, "build_dataset", build)
+    base = TrainRecipe(output_dir="", seq_len=16, max_tokens=6000, corpus_mix="code=0.5,docs=0.3,licenses=0.2",
+                       corpus_max_epochs=2.0, seed=3)
+    datasets = {}
+    short = script.dataset_for(datasets, tokenizer, base)
+    assert script.dataset_for(datasets, tokenizer, replace(base, seed=1)) is short
+    assert builds == [(16, 0, 2.0, "stream")]
+    for seq_len in (32, 48):
+        _assert_same_chunks(script.dataset_for(datasets, tokenizer, replace(base, seq_len=seq_len)),
+                            build(tokenizer, replace(base, seq_len=seq_len, seed=0)))
+    assert builds == [(16, 0, 2.0, "stream"), (32, 0, 2.0, "stream"), (48, 0, 2.0, "stream")]  # the last two: the test's
+    del builds[1:]
+    assert script.dataset_for(datasets, tokenizer, replace(base, seq_len=24)).seq_len == 24
+    script.dataset_for(datasets, tokenizer, replace(base, corpus_max_epochs=1.0))
+    script.dataset_for(datasets, tokenizer, replace(base, chat_windows="end"))
+    script.dataset_for(datasets, tokenizer, replace(base, chat_windows="end", seq_len=32))
+    assert builds == [(16, 0, 2.0, "stream"), (24, 0, 2.0, "stream"), (16, 0, 1.0, "stream"), (16, 0, 2.0, "end"),
+                      (32, 0, 2.0, "end")]
+
+
+def test_ablation_tau_per_cell_pools_each_cell_and_compares_8000_with_2048():
+    """cell_taus pools tokens over rounds per (kind, length), not the mean of the prompts' tau; the
+    summary's tau_per_cell is the mean over seeds, lengths in numeric order, and longest_over_shortest
+    per kind the 8000-token cell over the 2048 one (None where the shortest is 0); old runs have none."""
+    script = _ablation_script()
+
+    def prompt(kind, length, emitted, rounds):
+        return {"kind": kind, "length": length, "emitted_tokens": emitted, "rounds": rounds,
+                "tau": emitted / max(rounds, 1)}
+
+    rows = [prompt("code", 8000, 20, 10), prompt("code", 8000, 12, 2), prompt("code", 2048, 30, 10),
+            prompt("code", 2048, 10, 2), prompt("code", 4096, 25, 10), prompt("prose", 8000, 15, 10),
+            prompt("prose", 2048, 30, 10), prompt("chat", 8000, 10, 10), prompt("chat", 2048, 0, 0)]
+    cells = script.cell_taus(rows)
+    assert cells == {"code": pytest.approx({"8000": 32 / 12, "2048": 40 / 12, "4096": 2.5}),
+                     "prose": pytest.approx({"8000": 1.5, "2048": 3.0}), "chat": {"8000": 1.0, "2048": 0.0}}
+    runs = [{"variant": "base", "seed": 0, "tau": 2.5, "tau_per_prompt": [2.5], "tau_per_cell": cells},
+            {"variant": "base", "seed": 1, "tau": 2.4, "tau_per_prompt": [2.4],
+             "tau_per_cell": {"code": {"8000": 2.0, "4096": 2.5, "2048": 3.0}, "prose": {"8000": 1.5, "2048": 2.0}}},
+            {"variant": "new", "seed": 0, "tau": 3.0, "tau_per_prompt": [3.0],
+             "tau_per_cell": {"code": {"2048": 4.0, "8000": 4.4}}},
+            {"variant": "old", "seed": 0, "tau": 2.0, "tau_per_prompt": [2.0]}]  # measured before cells
+    base, new, old = script.summarize(runs)
+    code = base["tau_per_cell"]["code"]
+    assert list(code) == ["2048", "4096", "8000"]
+    assert code == pytest.approx({"2048": (40 / 12 + 3.0) / 2, "4096": 2.5, "8000": (32 / 12 + 2.0) / 2})
+    assert base["tau_per_cell"]["prose"] == pytest.approx({"2048": 2.5, "8000": 1.5})
+    ratios = base["longest_over_shortest"]
+    assert ratios["code"] == pytest.approx(code["8000"] / code["2048"]) and ratios["code"] < 1
+    assert ratios["prose"] == pytest.approx(0.6) and ratios["chat"] is None
+    assert new["tau_per_cell"] == {"code": {"2048": 4.0, "8000": 4.4}}
+    assert new["longest_over_shortest"]["code"] == pytest.approx(1.1)
+    assert "tau_per_cell" not in old and "longest_over_shortest" not in old
+    assert script.cell_summary([{"tau_per_cell": {"code": {"2048": 2.0, "512": 4.0}}}])["longest_over_shortest"] == {
+        "code": 0.5}  # 512 before 2048: numeric, not string, order
+    lines = script.cell_table([base, new, old]).splitlines()
+    assert lines[0] == "| variant | kind | 2048 | 4096 | 8000 | 8000 / 2048 |"
+    assert lines[2:] == ["| base | code | 3.17 | 2.50 | 2.33 | 0.74x |", "| base | prose | 2.50 | - | 1.50 | 0.60x |",
+                         "| base | chat | 0.00 | - | 1.00 | - |", "| new | code | 4.00 | - | 4.40 | 1.10x |"]
+    assert script.cell_table([old]) == ""

@@ -5,6 +5,8 @@
     tree_cache.py  the preallocated target cache      stats.py       draft.last_stats
     loop.py        longspec_generate, a thin loop     routing.py     assistant_model=draft -> loop
     checks.py      refusals before any forward        tree_budget.py  nodes per round, and which tree
+    sampled_accept.py  sampled acceptance on the device (row-wise warpers), inside the captured round
+    lookup.py      the prompt-lookup chain            roofline.py    what a round must read
 """
 
 from . import tree_budget

@@ -6,7 +6,8 @@ the target's argmax at the path's last node is the bonus token. Vectorised over 
 depth at a time: no host sync, so it runs inside the round's CUDA graph. A lookup chain
 (``TreeLayout.lookup``) is a second candidate path; the longer accepted path wins, the draft's on a tie.
 
-With logits processors, sampling or returned scores (``PathVerifier``, on the host): walk from the
+Sampling with row-wise warpers only runs on the device instead (sampled_accept.py: the same law and
+walk order). With other logits processors or returned scores (``PathVerifier``, on the host): walk from the
 root; greedy follows the child holding the processed argmax (both, where the draft's child and the
 lookup chain's hold it, keeping the longer path). Sampling does recursive rejection
 sampling over each node's children (drawn without replacement from q): accept child c with
@@ -77,13 +78,19 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
     bonus = best.gather(1, last)
     emitted = torch.cat([tree.tokens.gather(1, path[:, 1:]), bonus], dim=1)
     emitted.scatter_(1, count[:, None] - 1, bonus)
-    steps = torch.arange(layout.path_length + 1, device=best.device)[None]
+    return AcceptedPaths(path, count, emitted, path_kinds(layout, tree, path, count, use_lookup), use_lookup)
+
+
+def path_kinds(layout: TreeLayout, tree: TreeBuffers, path: torch.Tensor, count: torch.Tensor,
+               use_lookup: torch.Tensor | None) -> torch.Tensor:
+    """(B,) bool: the accepted path leaves the chain of first children (or is the lookup chain's)."""
+    steps = torch.arange(layout.path_length + 1, device=path.device)[None]
     on_path = (steps > 0) & (steps < count[:, None])
     branching = ~first_child_flags(layout, tree.parents).gather(1, path)
     non_chain = (branching & on_path).any(dim=1)
     if use_lookup is not None:  # a chain node is no draft node's first child
         non_chain = non_chain | use_lookup
-    return AcceptedPaths(path, count, emitted, non_chain, use_lookup)
+    return non_chain
 
 
 @dataclass

@@ -6,9 +6,11 @@ Everything a round reads or writes lives in device buffers created once per shap
 buffer and tree K/V, the tree itself, the root tokens and the round's packed result. A round makes
 no host sync; the caller makes exactly one per round, to read the packed result (tokens to emit).
 
-Greedy decoding without logits processors runs ``round()`` (captured as a graph on CUDA).
-Processors, sampling or returned scores need the host to walk the tree: ``round_on_host()`` runs
-the same drafting, verification forward and commit eagerly, with ``PathVerifier`` in between.
+Greedy decoding without logits processors runs ``round()`` (captured as a graph on CUDA), and so
+does sampling whose processors are row-wise warpers (temperature, top-k, top-p, min-p: the decoder's
+``warpers``), with the tree's rejection sampling on the device (sampled_accept.py). Other
+processors or returned scores need the host to walk the tree: ``round_on_host()`` runs the same
+drafting, verification forward and commit eagerly, with ``PathVerifier`` in between.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..target_support import cache_argument_name
 from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
 from .draft_tree import TreeBuffers, TreeDrafter, TreeLayout
 from .lookup import PromptLookup
+from .sampled_accept import DeviceWarpers, sample_accept, try_children
 from .tree_cache import TreeKVCache
 
 CAPACITY_BUCKET = 1024  # cache capacity is rounded up to this: one graph serves many prompt lengths
@@ -42,7 +45,7 @@ class LongSpecDecoder:
 
     def __init__(self, draft, layout: TreeLayout, capacity: int, batch_size: int = 1,
                  verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False,
-                 compile: bool = False, compile_verify: bool | None = None):
+                 compile: bool = False, compile_verify: bool | None = None, warpers: DeviceWarpers | None = None):
         target = draft.target
         config = target.config.get_text_config()
         weight = target.get_input_embeddings().weight
@@ -56,7 +59,9 @@ class LongSpecDecoder:
             kv_heads = draft._head_shard.local_heads(kv_heads)
         self.cache = TreeKVCache(config.num_hidden_layers, batch_size, kv_heads, head_dim,
                                  capacity, layout.num_nodes, self.dtype, self.device)
-        self.tree = TreeBuffers.allocate(layout, batch_size, self.device, draft.config.vocab_size, keep_probs=sampling)
+        self.warpers = warpers  # sampled device rounds (None: greedy ones); their settings are in the graph
+        self.tree = TreeBuffers.allocate(layout, batch_size, self.device, draft.config.vocab_size,
+                                         keep_probs=sampling or warpers is not None)
         ring = draft.new_ring_buffer(batch_size)
         draft_heads, draft_dim = draft.config.num_key_value_heads, draft.config.head_dim
         tree_kv = torch.zeros(2, batch_size, draft_heads, layout.num_run, draft_dim, dtype=ring.keys.dtype,
@@ -74,6 +79,8 @@ class LongSpecDecoder:
         self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}
         self._graph = None
         self._greedy_drafter = TreeDrafter(draft, layout, self.tree)
+        self._sampled_drafter = TreeDrafter(draft, layout, self.tree, warpers, do_sample=True) \
+            if warpers is not None else None
         # torch.compile fuses the many small kernels of a decoder layer (norms, RoPE, activations);
         # the hybrid attention is an opaque custom op inside. The first (warm-up) round pays for it,
         # then graphs replay the compiled kernels. Dynamo's automatic dynamic shapes (dynamic=None):
@@ -88,6 +95,8 @@ class LongSpecDecoder:
         self.verify_compiled = compile if compile_verify is None else bool(compile and compile_verify)
         self._verify = torch.compile(self._verify_forward) if self.verify_compiled else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
+        self._draft_sampled = torch.compile(self._draft_sampled_eager) if compile else self._draft_sampled_eager
+        self._try_children = try_children(compile)  # the sampled walk's tries of one depth, fused when compiling
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
@@ -152,9 +161,15 @@ class LongSpecDecoder:
         drafter.build(self.context, self.root_tokens, self.cache.lengths, sequences)
 
     def _draft_greedy_eager(self) -> None:
-        self._draft(self._greedy_drafter)
+        self._draft_with_lookup(self._greedy_drafter)
+
+    def _draft_sampled_eager(self) -> None:
+        self._draft_with_lookup(self._sampled_drafter)
+
+    def _draft_with_lookup(self, drafter: TreeDrafter) -> None:
+        self._draft(drafter)
         if self.lookup is not None:
-            self._greedy_drafter.attach_lookup(*self.lookup.propose(self.cache.lengths, self.root_tokens))
+            drafter.attach_lookup(*self.lookup.propose(self.cache.lengths, self.root_tokens))
 
     def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
         """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become
@@ -171,9 +186,14 @@ class LongSpecDecoder:
 
     @torch.no_grad()
     def round(self) -> None:
-        """Greedy round without processors, device only; writes ``self.result``."""
-        self._draft_greedy()
-        paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify())
+        """A round with no host sync, greedy or sampled with the decoder's warpers; writes ``self.result``."""
+        if self.warpers is None:
+            self._draft_greedy()
+            paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify())
+        else:
+            self._draft_sampled()
+            scores = self.warpers(None, self._verify().float())
+            paths = sample_accept(self.layout, self.tree, scores, self._try_children)
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
         self.result[:, 0] = paths.accepted
@@ -181,7 +201,7 @@ class LongSpecDecoder:
         self.result[:, 2:] = paths.emitted
 
     def run_round(self) -> torch.Tensor:
-        """One greedy round; on CUDA a graph replay (captured after one eager warm-up round).
+        """One device round; on CUDA a graph replay (captured after one eager warm-up round).
         Returns the packed result on the host: the round's one sync."""
         if self.warmup_seconds is None:
             self._warm_up()
@@ -211,6 +231,7 @@ class LongSpecDecoder:
                               "running it uncompiled (pass longspec_compile=False to skip compiling).")
                 self.compiled = self.verify_compiled = False
                 self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
+                self._draft_sampled, self._try_children = self._draft_sampled_eager, try_children(False)
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)

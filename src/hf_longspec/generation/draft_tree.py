@@ -187,7 +187,7 @@ class TreeDrafter:
         tree.ancestors[:, 0, 0] = True
         offsets, run = layout.offsets, layout.num_run
         history = None
-        if self.logits_processor is not None:  # each row's ids, cut to the shortest row's (see _log_probs)
+        if self.logits_processor is not None and sequences is not None:  # each row's ids, cut to the shortest row's
             shortest = min(sequence.shape[1] for sequence in sequences)
             history = torch.cat([sequence[:, sequence.shape[1] - shortest:] for sequence in sequences])  # (B, m)
         for depth, width in enumerate(layout.widths, start=1):
@@ -232,9 +232,12 @@ class TreeDrafter:
         One processor call per frontier column, on a (B, ...) batch in row order, since processors may
         keep state per batch position. Rows have committed different lengths, so each row's history is
         cut to the shortest row's: exact for one row, an approximation of the target's processing for
-        several, which is fine for a draft (verification is exact whatever q is)."""
+        several, which is fine for a draft (verification is exact whatever q is). Without ``history``
+        the processors are row-wise warpers (sampled_accept.DeviceWarpers): one call for every node."""
         scores = logits.float()
-        if self.logits_processor is not None:
+        if self.logits_processor is not None and history is None:
+            scores = self.logits_processor(None, scores)
+        elif self.logits_processor is not None:
             scores = torch.stack([
                 self.logits_processor(torch.cat([history, path_tokens[:, column]], dim=1), scores[:, column])
                 for column in range(scores.shape[1])], dim=1)

@@ -21,6 +21,7 @@ from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
 from .roofline import latency_bound
+from .sampled_accept import DeviceWarpers
 from .tree_budget import lookup_within, node_budget, tree_within
 
 _POOL_LOCK = threading.Lock()
@@ -79,13 +80,14 @@ IDLE_DECODERS_KEPT = 4
 
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
-                     sampling: bool, compile: bool, batch_size: int = 1, compile_verify: bool = True) -> LongSpecDecoder:
+                     sampling: bool, compile: bool, batch_size: int = 1, compile_verify: bool = True,
+                     warpers: DeviceWarpers | None = None) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones). Building a new one first drops the least recently used idle
     decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout, capacity, batch_size, verify_mode, use_graphs,
-           sampling, compile, compile and compile_verify)
+           sampling, compile, compile and compile_verify, warpers.key if warpers is not None else None)
     with _POOL_LOCK:
         pools = draft.__dict__.setdefault("_longspec_decoders", {})
         for decoder in pools.setdefault(key, []):
@@ -98,7 +100,7 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
     def build():
         return LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
                                use_cuda_graphs=use_graphs, sampling=sampling, compile=compile,
-                               compile_verify=compile_verify)
+                               compile_verify=compile_verify, warpers=warpers)
 
     try:
         decoder = build()
@@ -173,7 +175,9 @@ def longspec_generate(
     longspec_lookup_tokens: K > 0 adds a chain of K prompt-lookup tokens (copied from the committed text,
         generation/lookup.py) beside the draft's tree (K may exceed the tree's depth, up to 32); 0: the
         draft's tree alone. None (the default): the generation config's ``longspec_lookup_tokens`` if set,
-        else the draft config's ``lookup_tokens`` cut to the node budget the tree leaves.
+        else, greedy, the draft config's ``lookup_tokens`` cut to the node budget the tree leaves, and,
+        sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
+        cost more than they gained on the H200).
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -203,12 +207,17 @@ def longspec_generate(
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
-    on_host = do_sample or processors is not None or keep_scores
+    # sampling with row-wise warpers only (temperature, top-k, top-p, min-p) runs on the device, as greedy
+    # does; other processors and returned scores walk the tree on the host
+    warpers = DeviceWarpers.from_processors(processors) if do_sample and not keep_scores else None
+    on_host = warpers is None and (do_sample or processors is not None or keep_scores)
     lookup_tokens = longspec_lookup_tokens if longspec_lookup_tokens is not None else \
         getattr(generation_config, "longspec_lookup_tokens", None)
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
-    else:  # the draft's default: what the node budget leaves
+    elif do_sample:  # sampled rounds ran faster without the chain in every cell measured (docs/benchmarks.md)
+        lookup_tokens = 0
+    else:  # the draft's default for greedy rounds: what the node budget leaves
         lookup_tokens = lookup_within(draft.config, max_nodes, layout)
     layout = layout.with_lookup(lookup_tokens)
 
@@ -231,7 +240,7 @@ def longspec_generate(
     # An empty cache (the usual call): the prompt is prefilled straight into the decoder's preallocated
     # cache, so every row's KV exists once. A cache holding a prefix is prefilled, then copied in.
     decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
-                           do_sample, on_host, longspec_compile, input_ids) if cached == 0 else None
+                           do_sample, on_host, longspec_compile, input_ids, warpers) if cached == 0 else None
     export_cache = cache if (longspec_return_cache or generation_config.return_dict_in_generate) else None
     try:
         with torch.no_grad():
@@ -259,7 +268,7 @@ def longspec_generate(
             prefilled_here = decoder is not None
             if decoder is None:
                 decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
-                                       do_sample, on_host, longspec_compile, input_ids)
+                                       do_sample, on_host, longspec_compile, input_ids, warpers)
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
                        emitters, stats, on_host, processors, do_sample, keep_scores)
     finally:
@@ -276,7 +285,7 @@ def longspec_generate(
 
 
 def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs, do_sample, on_host, compile_option,
-                 input_ids) -> LongSpecDecoder:
+                 input_ids, warpers: DeviceWarpers | None = None) -> LongSpecDecoder:
     capacity = bucketed_capacity(generation_config.max_length, layout)
     # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
     # same collectives, and a compile failure (eager fallback) on one rank alone would break that
@@ -287,7 +296,7 @@ def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs
     compile_verify = compile_option if compile_option is not None else \
         latency_bound(draft.target, generation_config.max_length, input_ids.shape[0])
     return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample,
-                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify))
+                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify), warpers)
 
 
 def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, destination) -> None:
@@ -355,6 +364,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         decoder.finish([e.length - 1 - (padding[row] if padding else 0) for row, e in enumerate(emitters)], export_cache,
                        padding)
     stats.cuda_graphs = decoder._graph is not None
+    stats.host_walked = on_host
     stats.compiled, stats.verify_compiled = decoder.compiled, decoder.verify_compiled
     if decoder._graph is not None and not had_graph:
         stats.capture_seconds = decoder.capture_seconds

@@ -17,6 +17,7 @@ class LongSpecStats:
     lookup_commits: int = 0  # rounds that kept the prompt-lookup chain's path (longspec_lookup_tokens)
     accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
     cuda_graphs: bool = False  # whether rounds were replayed as a captured CUDA graph
+    host_walked: bool = False  # whether the host walked each tree (processors that read the text, scores)
     compiled: bool = False  # whether the round's drafting ran torch.compile'd code
     verify_compiled: bool = False  # whether its verification forward did (by default: latency-bound targets only)
     warmup_seconds: float | None = None  # first round of a new decoder, compile included (None: reused one)
@@ -42,6 +43,7 @@ class LongSpecStats:
             "lookup_commits": self.lookup_commits,
             "accepted_length_histogram": self.histogram(),
             "cuda_graphs": self.cuda_graphs,
+            "host_walked": self.host_walked,
             "compiled": self.compiled,
             "verify_compiled": self.verify_compiled,
             "warmup_seconds": self.warmup_seconds,

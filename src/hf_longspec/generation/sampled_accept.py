@@ -1,0 +1,182 @@
+"""Recursive rejection sampling over the drafted tree, on the device: a sampled round needs no host
+sync, so it replays as one CUDA graph, as a greedy round does.
+
+The law and the walk's order are the host walk's (``PathVerifier._sample_walk``). At each accepted
+node the draft's children are tried in draw order: child x is accepted with probability
+min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)) and x leaves q. Then the lookup chain's
+token t is tried as a one-hot proposal against what is left of p: accepted with probability p(t),
+else t leaves p. If nothing was accepted, the bonus token is drawn from what is left. While the chain
+holds the path's tokens the walk stands on both sides, so the chain never costs the draft a child.
+
+Static shapes: every row tries every slot of every depth, and a slot that is not a child of the row's
+current node, or a row that has stopped, changes nothing. The uniforms are drawn up front.
+
+Only processors that are a function of each row's logits alone can score every tree node at once
+(``DeviceWarpers``: temperature, top-k, top-p, min-p). Any other processor (a repetition penalty reads
+the text) and returned scores keep the host walk.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.generation.logits_process import (
+    MinPLogitsWarper,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from .acceptance import AcceptedPaths, path_kinds
+from .draft_tree import TreeBuffers, TreeLayout
+
+# transformers' warpers whose output row depends on that row's scores only (not on input_ids)
+ROW_WISE_WARPERS = (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper)
+_TINY = torch.finfo(torch.float32).tiny
+
+
+class DeviceWarpers:
+    """The call's logits processors, when each is a row-wise warper: applied to every node's logits
+    at once, inside the captured round. ``key`` names their settings: a graph captured with one
+    temperature must not be replayed for another (the settings are constants inside the graph)."""
+
+    def __init__(self, processors: tuple):
+        self.processors = processors
+        self.key = tuple((type(p).__name__, tuple(sorted(vars(p).items()))) for p in processors)
+
+    @classmethod
+    def from_processors(cls, processors) -> "DeviceWarpers | None":
+        """None if some processor is not a row-wise warper (then the host walks the tree)."""
+        processors = tuple(processors or ())
+        if not all(type(p) in ROW_WISE_WARPERS for p in processors):
+            return None
+        return cls(processors)
+
+    def __call__(self, input_ids, scores: torch.Tensor) -> torch.Tensor:
+        """scores (..., V) float32, processed row by row; ``input_ids`` is ignored (row-wise warpers)."""
+        flat = scores.reshape(-1, scores.shape[-1])
+        for processor in self.processors:
+            flat = processor(None, flat)
+        return flat.view(scores.shape)
+
+
+def _try_child(p, q, token, offered, uniform):
+    """One draft child against the row's residual p and its q: (p, q, accepted), rows not
+    ``offered`` unchanged."""
+    p_token = p.gather(1, token[:, None])[:, 0]
+    q_token = q.gather(1, token[:, None])[:, 0]
+    accepted = offered & (uniform * q_token < p_token)
+    rejected = (offered & ~accepted)[:, None]
+    residual = (p - q).clamp_(min=0)
+    total = residual.sum(dim=-1, keepdim=True)
+    p = torch.where(rejected & (total > 0), residual / total.clamp(min=_TINY), p)
+    without = q.scatter(1, token[:, None], 0.0)
+    q = torch.where(rejected, without / without.sum(dim=-1, keepdim=True).clamp(min=_TINY), q)
+    return p, q, accepted
+
+
+def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
+    """A node's children in draw order, one depth's slots (B, W) at a time: a slot takes part where
+    the row is ``offered`` the draft's side, nothing was accepted yet, and its parent is ``node``.
+    Returns (p, accepted token, whether one was). One function for the whole depth, so that
+    compiled, its W sequential tries fuse into a few kernels each, not a dozen."""
+    taken = torch.zeros_like(offered)
+    token = torch.zeros_like(node)
+    for slot in range(tokens.shape[1]):
+        candidate = offered & ~taken & valid[:, slot] & (parents[:, slot] == node)
+        p, q, accepted = _try_child(p, q, tokens[:, slot], candidate, uniforms[:, slot])
+        token = torch.where(accepted, tokens[:, slot], token)
+        taken = taken | accepted
+    return p, token, taken
+
+
+def try_children(compiled: bool):
+    """``_try_children``, compiled where the round is (one wrapper for every decoder: dynamo's cache
+    lives on it; each tree width compiles once)."""
+    global _compiled_try_children
+    if not compiled:
+        return _try_children
+    if _compiled_try_children is None:
+        _compiled_try_children = torch.compile(_try_children, dynamic=False)
+    return _compiled_try_children
+
+
+_compiled_try_children = None
+
+
+def _try_chain_token(p, token, offered, uniform):
+    """The chain's token as a one-hot proposal: accepted with probability p(token), else it leaves p."""
+    p_token = p.gather(1, token[:, None])[:, 0]
+    accepted = offered & (uniform < p_token)
+    rejected = (offered & ~accepted)[:, None]
+    without = p.scatter(1, token[:, None], 0.0)
+    p = torch.where(rejected, without / without.sum(dim=-1, keepdim=True).clamp(min=_TINY), p)
+    return p, accepted
+
+
+def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
+                  try_children=_try_children) -> AcceptedPaths:
+    """target_scores: (B, N, V) processed target scores per node; ``tree.draft_probs`` holds q.
+    Device ops only. ``try_children`` may be a compiled ``_try_children`` (its ops then fuse)."""
+    batch, _, vocab = target_scores.shape
+    device = target_scores.device
+    rows = torch.arange(batch, device=device)
+    probs = torch.softmax(target_scores.float(), dim=-1)
+    length = layout.path_length
+    draft_uniforms = torch.rand(batch, sum(layout.widths), device=device)  # one per slot tried
+    chain_uniforms = torch.rand(batch, max(layout.lookup, 1), device=device)
+    node = torch.zeros(batch, dtype=torch.long, device=device)  # the draft side's node
+    twin = torch.zeros_like(node)  # the chain side's node (the root, then chain nodes)
+    on_draft = torch.ones(batch, dtype=torch.bool, device=device)
+    on_chain = torch.full_like(on_draft, bool(layout.lookup))
+    walking = torch.ones_like(on_draft)
+    draft_path = torch.zeros(batch, length + 1, dtype=torch.long, device=device)
+    chain_path = torch.zeros_like(draft_path)
+    emitted = torch.zeros_like(draft_path)
+    count = torch.zeros_like(node)  # tokens emitted = nodes kept (the root included)
+    residual = torch.zeros(batch, vocab, dtype=torch.float32, device=device)  # where each row stopped
+    for step in range(length + 1):
+        p = probs[rows, torch.where(on_draft, node, twin)]
+        taken = torch.zeros_like(walking)
+        token = torch.zeros_like(node)
+        if step < layout.depth:
+            start, width = layout.offsets[step + 1], layout.widths[step]
+            slots = slice(start, start + width)
+            q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]
+            p, token, taken = try_children(p, q, tree.tokens[:, slots], tree.parents[:, slots], tree.valid[:, slots],
+                                           node, walking & on_draft, draft_uniforms[:, start - 1 : start - 1 + width])
+        if step < layout.lookup:
+            chain_slot = layout.lookup_offset + step
+            offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
+            p, accepted = _try_chain_token(p, tree.tokens[:, chain_slot], offered, chain_uniforms[:, step])
+            token = torch.where(accepted, tree.tokens[:, chain_slot], token)
+            taken = taken | accepted
+        residual = torch.where((walking & ~taken)[:, None], p, residual)
+        emitted[:, step] = token
+        count = count + walking.long()
+        if step == length:
+            break
+        # the sides that hold the accepted token move down; a side that left never comes back
+        stays = torch.zeros_like(taken)
+        child = node
+        if step < layout.depth:
+            match = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None]) & \
+                (tree.tokens[:, slots] == token[:, None])
+            stays = taken & on_draft & match.any(dim=1)
+            child = start + match.int().argmax(dim=1)
+        chain_stays = torch.zeros_like(taken)
+        if step < layout.lookup:
+            chain_stays = taken & on_chain & tree.valid[:, chain_slot] & (tree.tokens[:, chain_slot] == token)
+            twin = torch.where(chain_stays, chain_slot, twin)
+            chain_path[:, step + 1] = torch.where(chain_stays, chain_slot, 0)
+        node = torch.where(stays, child, node)
+        draft_path[:, step + 1] = torch.where(stays, child, 0)
+        on_draft = torch.where(taken, stays, on_draft)
+        on_chain = torch.where(taken, chain_stays, on_chain)
+        walking = walking & taken
+    # the bonus token, drawn from each row's residual: an exponential race is a draw from p
+    bonus = (residual / -torch.log(torch.rand_like(residual).clamp_(min=_TINY))).argmax(dim=-1)
+    emitted.scatter_(1, (count - 1)[:, None], bonus[:, None])
+    # a side that held every accepted token: the draft's where it did, else the chain's
+    path = torch.where(on_draft[:, None], draft_path, chain_path)
+    use_lookup = ~on_draft if layout.lookup else None
+    return AcceptedPaths(path, count, emitted, path_kinds(layout, tree, path, count, use_lookup), use_lookup)
