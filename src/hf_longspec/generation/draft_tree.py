@@ -160,6 +160,8 @@ class TreeDrafter:
         self.layout = layout
         self.buffers = buffers
         self.logits_processor = logits_processor if logits_processor else None
+        # row-wise warpers (sampled_accept.DeviceWarpers) need no texts; other processors read each node's
+        self.row_wise = bool(getattr(self.logits_processor, "row_wise", False))
         self.do_sample = do_sample
         device = buffers.tokens.device
         self._eye = torch.eye(layout.num_nodes, dtype=torch.bool, device=device)
@@ -187,7 +189,7 @@ class TreeDrafter:
         tree.ancestors[:, 0, 0] = True
         offsets, run = layout.offsets, layout.num_run
         history = None
-        if self.logits_processor is not None and sequences is not None:  # each row's ids, cut to the shortest row's
+        if self.logits_processor is not None and not self.row_wise:  # each row's ids, cut to the shortest row's
             shortest = min(sequence.shape[1] for sequence in sequences)
             history = torch.cat([sequence[:, sequence.shape[1] - shortest:] for sequence in sequences])  # (B, m)
         for depth, width in enumerate(layout.widths, start=1):
@@ -232,10 +234,10 @@ class TreeDrafter:
         One processor call per frontier column, on a (B, ...) batch in row order, since processors may
         keep state per batch position. Rows have committed different lengths, so each row's history is
         cut to the shortest row's: exact for one row, an approximation of the target's processing for
-        several, which is fine for a draft (verification is exact whatever q is). Without ``history``
-        the processors are row-wise warpers (sampled_accept.DeviceWarpers): one call for every node."""
+        several, which is fine for a draft (verification is exact whatever q is). Row-wise warpers
+        (sampled_accept.DeviceWarpers) read no text: one call for every node."""
         scores = logits.float()
-        if self.logits_processor is not None and history is None:
+        if self.logits_processor is not None and self.row_wise:
             scores = self.logits_processor(None, scores)
         elif self.logits_processor is not None:
             scores = torch.stack([

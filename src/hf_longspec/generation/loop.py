@@ -215,10 +215,8 @@ def longspec_generate(
         getattr(generation_config, "longspec_lookup_tokens", None)
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
-    elif do_sample:  # sampled rounds ran faster without the chain in every cell measured (docs/benchmarks.md)
-        lookup_tokens = 0
-    else:  # the draft's default for greedy rounds: what the node budget leaves
-        lookup_tokens = lookup_within(draft.config, max_nodes, layout)
+    else:  # the default: the draft config's for greedy (what the node budget leaves), none sampled
+        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample)
     layout = layout.with_lookup(lookup_tokens)
 
     cache = cache_from_model_kwargs(model_kwargs)

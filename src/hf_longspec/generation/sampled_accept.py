@@ -39,6 +39,8 @@ class DeviceWarpers:
     at once, inside the captured round. ``key`` names their settings: a graph captured with one
     temperature must not be replayed for another (the settings are constants inside the graph)."""
 
+    row_wise = True  # the drafter applies it to every frontier node at once, without their texts
+
     def __init__(self, processors: tuple):
         self.processors = processors
         self.key = tuple((type(p).__name__, tuple(sorted(vars(p).items()))) for p in processors)
