@@ -39,7 +39,7 @@ import torch
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import held_out_prompts, measure_tau
+from hf_longspec.evaluation import held_out_prompts, measure_tau, suffix_ids
 from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
@@ -266,7 +266,8 @@ def dataset_for(datasets: dict, tokenizer, recipe: TrainRecipe):
 
 def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
     """(kind, length, ids) per kind in order: held_out_prompts for the corpus kinds, and for 'chat'
-    benchmarks/tau_curve.py's prompts (an eval-split document inside a user turn, in the chat template)."""
+    benchmarks/tau_curve.py's prompts (an eval-split document inside a user turn, in the chat template);
+    the shorter prompts of each are suffixes of its longest (since the ninth session)."""
     prompts = []
     for kind in kinds:
         if kind != "chat":
@@ -274,10 +275,12 @@ def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
                                         device=device)
             continue
         sys.path.insert(0, str(Path(__file__).parent))
-        from tau_curve import chat_prompt
+        from tau_curve import chat_parts
 
-        prompts += [("chat", length, torch.tensor([chat_prompt(tokenizer, length, index)[1]], device=device))
-                    for length in lengths for index in range(per_cell)]
+        for index in range(per_cell):  # every length a suffix of the longest, its template kept whole
+            _, head, document, tail = chat_parts(tokenizer, max(lengths), index)
+            prompts += [("chat", length, torch.tensor([suffix_ids(head + document + tail, length, len(head), len(tail))],
+                                                      device=device)) for length in lengths]
     return prompts
 
 

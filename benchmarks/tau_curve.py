@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python benchmarks/tau_curve.py --out DIR [--lengths 1024 2048 4096 8000] \
         [--kinds code prose chat] [--prompts 2] [--new-tokens 64] [--check-exact [LENGTH ...]] \
-        [--device cuda --dtype bfloat16] [--draft embedded|FOLDER]
+        [--device cuda --dtype bfloat16] [--draft embedded|FOLDER] [--align end|start]
 
 tau = tokens emitted per speculation round (`draft.last_stats.tau`), greedy, default tree, one
 `target.generate(ids, assistant_model=draft)` call per prompt on the embedded SmolLM2 target.
@@ -11,6 +11,12 @@ Prompts come from the corpus eval split only (never trained on), at exactly each
 - chat: an eval-split document (code or docs, alternating by prompt index) inside a user turn that
   asks for a summary / explanation (training.chat_data's task texts), rendered with the target's
   chat template; the document is cut so the rendered prompt has exactly the length asked for.
+`--align` says how the lengths of one (kind, index) relate:
+- `end` (the default): every length ends where the longest prompt ends; a shorter prompt is the
+  longest one's last tokens (a chat prompt keeps its template and cuts its document from the front).
+  All lengths then continue the same text, so a change of tau with length is the context's doing.
+- `start`: each length is cut from the start of the same stream (the form before the ninth session),
+  so each length ends in, and continues, a different document.
 Acceptance per depth comes from the histogram of tokens per round: reach[d] = share of rounds whose
 accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[d - 1].
 `--check-exact` also runs plain greedy generate and records whether the tokens are identical
@@ -32,6 +38,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.corpus import long_prompt_ids
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.evaluation import suffix_ids
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
 
 CHAT_SOURCES = ("code", "docs")  # chat prompt i wraps a document of CHAT_SOURCES[i % 2]
@@ -39,8 +46,8 @@ _MARKER = "\uE000DOCUMENT\uE000"  # a private-use placeholder, split out of the 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def chat_prompt(tokenizer, length: int, index: int, seed: int = 0) -> tuple[str, list[int]]:
-    """(description, ids): a user turn over an eval-split document, in the chat template, `length` tokens.
+def chat_parts(tokenizer, length: int, index: int, seed: int = 0) -> tuple[str, list[int], list[int], list[int]]:
+    """(description, head, document, tail): a user turn over an eval-split document, `length` tokens in all.
 
     The template is rendered around a placeholder; its two halves are tokenized apart and the
     document's tokens fill exactly the room left between them."""
@@ -56,18 +63,35 @@ def chat_prompt(tokenizer, length: int, index: int, seed: int = 0) -> tuple[str,
     if room < 1:
         raise ValueError(f"a chat prompt needs more than {len(head_ids) + len(tail_ids)} tokens, got {length}")
     document = long_prompt_ids(tokenizer, room, kind=source, split="eval", seed=seed + index)
-    return f"{task}:{source}", head_ids + document + tail_ids
+    return f"{task}:{source}", head_ids, document, tail_ids
 
 
-def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None) -> list[dict]:
+def suffix_prompt(prompt: dict, length: int) -> dict:
+    """`prompt` cut to `length` tokens from the front, so that it still ends where `prompt` ends.
+
+    A chat prompt keeps its template (head and tail) whole and loses the front of its document."""
+    try:
+        ids = suffix_ids(prompt["input_ids"], length, prompt.get("head", 0), prompt.get("tail", 0))
+    except ValueError as error:
+        raise ValueError(f"{prompt['kind']} prompt: {error}") from None
+    return {**prompt, "length": length, "input_ids": ids}
+
+
+def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None,
+                  align: str = "end") -> list[dict]:
     """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
-    benchmark workloads, chat from `chat_prompt`. With ``skipped`` (a dict), a corpus kind this machine
+    benchmark workloads, chat from `chat_parts`. With ``skipped`` (a dict), a corpus kind this machine
     has too little eval text of is left out and its reason recorded there (a GPU machine without
-    translated man pages has ~1.4k tokens of multilingual text), instead of failing every kind."""
+    translated man pages has ~1.4k tokens of multilingual text), instead of failing every kind.
+    ``align="end"``: the longest prompt of each (kind, index) is built and the others are its
+    suffixes (`suffix_prompt`); ``"start"``: each length is built on its own."""
+    if align not in ("end", "start"):
+        raise ValueError(f"align must be 'end' or 'start', got {align!r}")
+    built = [max(lengths)] if align == "end" else list(lengths)
     found = []
     for kind in [k for k in kinds if k != "chat"]:
         try:
-            workloads = build_workloads(tokenizer, lengths, [kind], prompts, seed=seed)
+            workloads = build_workloads(tokenizer, built, [kind], prompts, seed=seed)
         except ValueError as error:
             if skipped is None:
                 raise
@@ -77,10 +101,15 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
         found += [{"length": w.length, "kind": w.kind, "index": w.index, "source": w.source,
                    "input_ids": list(w.input_ids)} for w in workloads]
     if "chat" in kinds:
-        for length in lengths:
+        for length in built:
             for index in range(prompts):
-                source, ids = chat_prompt(tokenizer, length, index, seed)
-                found.append({"length": length, "kind": "chat", "index": index, "source": source, "input_ids": ids})
+                source, head, document, tail = chat_parts(tokenizer, length, index, seed)
+                found.append({"length": length, "kind": "chat", "index": index, "source": source,
+                              "input_ids": head + document + tail, "head": len(head), "tail": len(tail)})
+    if align == "end":
+        found = [suffix_prompt(prompt, length) for prompt in found for length in lengths]
+    for prompt in found:
+        prompt.pop("head", None), prompt.pop("tail", None)
     found.sort(key=lambda p: (p["length"], list(kinds).index(p["kind"]), p["index"]))
     for prompt in found:
         assert len(prompt["input_ids"]) == prompt["length"], (prompt["kind"], prompt["length"], len(prompt["input_ids"]))
@@ -248,6 +277,9 @@ def parse_args(argv=None):
                         help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens; "
                              "default: the draft config's lookup_tokens; 0: the draft's tree alone)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--align", choices=("end", "start"), default="end",
+                        help="end: every length is a suffix of the longest prompt (the same continuation); "
+                             "start: each length cut from the start of the stream (before the ninth session)")
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
     args = parser.parse_args(argv)
     if max(args.lengths) + args.new_tokens > 8192:
@@ -274,7 +306,8 @@ def main(argv=None) -> dict:
     depth = len(widths)
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     skipped = {}
-    prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed, skipped=skipped)
+    prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed, skipped=skipped,
+                            align=args.align)
     if not prompts:
         raise SystemExit(f"no prompts: every kind was skipped ({skipped})")
     exact_lengths = set() if args.check_exact is None else set(args.check_exact or args.lengths)
@@ -297,7 +330,7 @@ def main(argv=None) -> dict:
     (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
     (out_dir / "tau_curve.md").write_text(table + "\n")
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context\n({device.type}, {dtype}, greedy, "
-             f"tree {'-'.join(map(str, widths))}, {args.new_tokens} new tokens)")
+             f"tree {'-'.join(map(str, widths))}, {args.new_tokens} new tokens, prompts aligned at the {args.align})")
     plot(records, rows, out_dir / "tau_curve.png", title)
     print(table)
     print("goals:", json.dumps(result["goals"]))

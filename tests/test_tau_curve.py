@@ -23,12 +23,42 @@ def test_depth_acceptance_from_tokens_per_round(tau_curve):
 def test_chat_prompt_is_the_chat_template_around_an_eval_document(tau_curve, embedded):
     _, tokenizer = embedded
     for index in (0, 1):  # a code document, then a docs one
-        description, ids = tau_curve.chat_prompt(tokenizer, 200, index)
+        description, head, document, tail = tau_curve.chat_parts(tokenizer, 200, index)
+        ids = head + document + tail
         text = tokenizer.decode(ids)
         assert len(ids) == 200 and description.endswith(tau_curve.CHAT_SOURCES[index])
         assert text.startswith("<|im_start|>system") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
     with pytest.raises(ValueError, match="chat prompt needs more"):
-        tau_curve.chat_prompt(tokenizer, 8, 0)
+        tau_curve.chat_parts(tokenizer, 8, 0)
+
+
+def test_aligned_prompts_share_their_ending_and_keep_the_chat_template(tau_curve, embedded):
+    """--align end (the default): each shorter prompt is the longest one's suffix, so every length
+    continues the same text; a chat prompt loses the front of its document, not its template.
+    --align start cuts each length from the stream's start, so the endings differ."""
+    _, tokenizer = embedded
+    prompts = tau_curve.build_prompts(tokenizer, [120, 300], ["code", "chat"], 2)
+    assert [(p["length"], p["kind"], p["index"]) for p in prompts] == [
+        (length, kind, index) for length in (120, 300) for kind in ("code", "chat") for index in (0, 1)]
+    by_key = {(p["length"], p["kind"], p["index"]): p for p in prompts}
+    for kind in ("code", "chat"):
+        for index in (0, 1):
+            short, long = by_key[120, kind, index]["input_ids"], by_key[300, kind, index]["input_ids"]
+            assert len(short) == 120 and len(long) == 300 and "head" not in by_key[120, kind, index]
+            if kind == "code":
+                assert short == long[-120:]
+            else:
+                text = tokenizer.decode(short)
+                assert text.startswith("<|im_start|>system") and text.endswith("<|im_start|>assistant\n")
+                tail = len(tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False))
+                assert short[-tail - 40:] == long[-tail - 40:] and short[:20] == long[:20]
+                assert short != long[-120:]  # the template's head was kept, not cut
+    started = tau_curve.build_prompts(tokenizer, [120, 300], ["code"], 1, align="start")
+    assert started[0]["input_ids"] == started[1]["input_ids"][:120]  # same start, different endings
+    with pytest.raises(ValueError, match="code prompt: cannot cut a 300-token prompt to 400"):
+        tau_curve.suffix_prompt(by_key[300, "code", 0], 400)
+    with pytest.raises(ValueError, match="align must be 'end' or 'start'"):
+        tau_curve.build_prompts(tokenizer, [120], ["code"], 1, align="middle")
 
 
 def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, monkeypatch):

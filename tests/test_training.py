@@ -621,3 +621,15 @@ def test_ablation_tau_per_cell_pools_each_cell_and_compares_8000_with_2048():
     assert lines[2:] == ["| base | code | 3.17 | 2.50 | 2.33 | 0.74x |", "| base | prose | 2.50 | - | 1.50 | 0.60x |",
                          "| base | chat | 0.00 | - | 1.00 | - |", "| new | code | 4.00 | - | 4.40 | 1.10x |"]
     assert script.cell_table([old]) == ""
+
+
+def test_ablation_eval_prompts_continue_the_same_text_at_every_length(embedded):
+    """The ablation's tau per (kind, length) cell compares contexts, not documents: each shorter
+    prompt ends as the longest does; a chat prompt keeps its template whole."""
+    _, tokenizer = embedded
+    prompts = _ablation_script().eval_prompts(tokenizer, [120, 300], ["code", "chat"], 1, "cpu")
+    assert [(kind, length) for kind, length, _ in prompts] == [("code", 120), ("code", 300), ("chat", 120), ("chat", 300)]
+    (_, _, code_short), (_, _, code_long), (_, _, chat_short), (_, _, chat_long) = prompts
+    assert code_short[0].tolist() == code_long[0, -120:].tolist()
+    assert chat_short.shape == (1, 120) and chat_short[0, -60:].tolist() == chat_long[0, -60:].tolist()
+    assert tokenizer.decode(chat_short[0]).startswith("<|im_start|>system")

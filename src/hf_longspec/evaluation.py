@@ -7,15 +7,30 @@ import torch
 from .corpus import long_prompt_ids
 
 
+def suffix_ids(ids: list[int], length: int, head: int = 0, tail: int = 0) -> list[int]:
+    """``ids`` cut to ``length`` tokens from the front, its first ``head`` and last ``tail`` tokens (a
+    chat template around a document) kept whole: a shorter prompt that ends as ``ids`` does, so that
+    tau at two lengths continues the same text and differs by the context alone."""
+    room = length - head - tail
+    if not 1 <= room <= len(ids) - head - tail:
+        raise ValueError(f"cannot cut a {len(ids)}-token prompt to {length} tokens (its template takes {head + tail})")
+    document = ids[head:len(ids) - tail]
+    return ids[:head] + document[len(document) - room:] + ids[len(ids) - tail:]
+
+
 def held_out_prompts(tokenizer, lengths=(2048, 4096, 8000), kinds=("code", "prose"), per_cell: int = 1,
                      device=None) -> list[tuple[str, int, torch.Tensor]]:
-    """(kind, length, ids) prompts from the eval split of local text (never used for training)."""
+    """(kind, length, ids) prompts from the eval split of local text (never used for training). The
+    shorter prompts of a (kind, seed) are suffixes of its longest (`suffix_ids`): every length
+    continues the same text."""
     prompts = []
     for kind in kinds:
-        for length in lengths:
-            for seed in range(per_cell):
-                ids = torch.tensor([long_prompt_ids(tokenizer, length, kind=kind, split="eval", seed=100 + seed)])
+        for seed in range(per_cell):
+            longest = long_prompt_ids(tokenizer, max(lengths), kind=kind, split="eval", seed=100 + seed)
+            for length in lengths:
+                ids = torch.tensor([suffix_ids(longest, length)])
                 prompts.append((kind, length, ids.to(device) if device is not None else ids))
+    prompts.sort(key=lambda prompt: (kinds.index(prompt[0]), list(lengths).index(prompt[1])))
     return prompts
 
 

@@ -1,0 +1,29 @@
+"""hf_longspec.evaluation: held-out prompts whose lengths continue the same text."""
+
+import pytest
+
+from hf_longspec.evaluation import held_out_prompts, suffix_ids
+
+
+def test_suffix_ids_cuts_the_front_of_the_document_and_keeps_the_template():
+    ids = [90, 91] + list(range(10)) + [98, 99]  # head of 2, document of 10, tail of 2
+    assert suffix_ids(ids, 6, head=2, tail=2) == [90, 91, 8, 9, 98, 99]
+    assert suffix_ids(list(range(10)), 3) == [7, 8, 9]
+    assert suffix_ids(ids, 14, head=2, tail=2) == ids
+    for length in (4, 15):  # no room for the document, or longer than the prompt
+        with pytest.raises(ValueError, match=f"cannot cut a 14-token prompt to {length} tokens"):
+            suffix_ids(ids, length, head=2, tail=2)
+
+
+def test_held_out_prompts_of_one_seed_end_alike(embedded):
+    """The training scripts' eval prompts (ablate_training, train_smollm2_draft): per (kind, seed)
+    the shorter prompts are suffixes of the longest, in the order kind, length, seed."""
+    _, tokenizer = embedded
+    prompts = held_out_prompts(tokenizer, lengths=(64, 160), kinds=("code", "prose"), per_cell=2)
+    assert [(kind, length) for kind, length, _ in prompts] == [
+        (kind, length) for kind in ("code", "prose") for length in (64, 160) for _ in range(2)]
+    for kind in ("code", "prose"):
+        short = [ids[0].tolist() for k, n, ids in prompts if k == kind and n == 64]
+        long = [ids[0].tolist() for k, n, ids in prompts if k == kind and n == 160]
+        assert all(len(s) == 64 and s == l[-64:] for s, l in zip(short, long))
+        assert short[0] != short[1]  # two seeds, two texts
