@@ -108,8 +108,7 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
                               "input_ids": head + document + tail, "head": len(head), "tail": len(tail)})
     if align == "end":
         found = [suffix_prompt(prompt, length) for prompt in found for length in lengths]
-    for prompt in found:
-        prompt.pop("head", None), prompt.pop("tail", None)
+    found = [{k: v for k, v in prompt.items() if k not in ("head", "tail")} for prompt in found]  # cut, not run
     found.sort(key=lambda p: (p["length"], list(kinds).index(p["kind"]), p["index"]))
     for prompt in found:
         assert len(prompt["input_ids"]) == prompt["length"], (prompt["kind"], prompt["length"], len(prompt["input_ids"]))
