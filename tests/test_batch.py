@@ -5,7 +5,8 @@ vanilla batched generate, and each row must equal that row generated alone (floa
 import pytest
 import torch
 
-from conftest import perturbed_pair
+from conftest import perturbed_pair, random_prompt, tiny_llama
+from hf_longspec import LongSpecDraftModel
 from hf_longspec import UnsupportedGenerationError
 from hf_longspec.testing import SteeredDraft
 
@@ -247,3 +248,44 @@ def test_continuing_a_batch_whose_row_stopped_early_is_refused(pair):
     assert first[1, -1] == 0 and first[0, -1] != 0  # row 1 was filled with the pad token after its eos
     with pytest.raises(UnsupportedGenerationError, match=r"row\(s\) \[1\] stopped early"):
         target.generate(first, attention_mask=longer, past_key_values=cache, assistant_model=draft, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("chain", [16, 0])
+def test_a_row_that_finishes_inside_a_long_path_never_writes_past_the_cache(chain, monkeypatch):
+    """Rows of a batch finish at different rounds, and a finished row is still drafted and verified on
+    (static shapes) until the last row stops. Its last round may accept a path longer than what it had
+    left to emit; committed whole, that row then sat past max_length, and its tree was written past
+    the cache whenever max_length + nodes filled the capacity bucket exactly: an IndexError on the CPU,
+    a device-side assert on the GPU (batch 8 at 8k with the default chain, H200, tenth session).
+    Here row 0's draft is steered onto its greedy continuation (its rounds accept the tree's whole
+    depth, 4 tokens, or the chain's run) and row 1's is not, so row 0 tends to finish first, and its
+    last round reaches past its end; every row must still equal vanilla batched greedy."""
+    from hf_longspec.generation.decoder import CAPACITY_BUCKET, LongSpecDecoder
+
+    widths = [2, 3, 3]
+    max_length = CAPACITY_BUCKET - (1 + sum(widths) + chain)  # max_length + the round's nodes = the capacity
+    target = tiny_llama()  # greedy output settles into runs, which the chain copies
+    overshot_then_ran_on = []  # per commit: an active row accepted more than it had left, another row went on
+    commit = LongSpecDecoder._commit
+
+    def watched(self, path_nodes, accepted, roots):
+        past = accepted * self.active > max_length - 1 - self.cache.lengths
+        overshot_then_ran_on.append(bool(past.any() and (~past & self.active).any()))
+        return commit(self, path_nodes, accepted, roots)
+
+    monkeypatch.setattr(LongSpecDecoder, "_commit", watched)
+    options = dict(do_sample=False, return_dict_in_generate=True)
+    for new in (38, 39):  # lengths where, on the code before the fix, a finished row's tree left the cache
+        ids = torch.cat([random_prompt(max_length - new, seed=1), random_prompt(max_length - new, seed=2)])
+        vanilla = target.generate(ids, max_new_tokens=new, **options)
+        torch.manual_seed(0)  # the draft's own weights, which rank row 1's proposals
+        draft = SteeredDraft.from_target(target, vanilla.sequences[:1], tree_widths=widths, sliding_window=16)
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=new, longspec_lookup_tokens=chain, **options)
+        assert torch.equal(out.sequences, vanilla.sequences), new
+        # the returned cache holds every emitted token but the last, as vanilla's: a row's last round
+        # committed up to its end, not short of it
+        mine, theirs = (o.cache if "cache" in o else o.past_key_values for o in (out, vanilla))
+        for a, b in zip(mine.layers, theirs.layers):
+            assert torch.allclose(a.keys[:, :, :max_length - 1], b.keys[:, :, :max_length - 1], atol=1e-5)
+            assert torch.allclose(a.values[:, :, :max_length - 1], b.values[:, :, :max_length - 1], atol=1e-5)
+    assert any(overshot_then_ran_on)  # the case this test is about happened

@@ -70,6 +70,10 @@ class LongSpecDecoder:
         self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths)
         self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
+        # per row, the most tokens it may ever hold committed in this call (set by start): a row's last
+        # round commits no more than that, so a finished row never sits past max_length, where its tree
+        # (drafted and verified on in every later round of the batch) would be written beyond the cache
+        self.commit_limit = torch.full((batch_size,), capacity, dtype=torch.long, device=self.device)
         self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
         self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
         # the lookup chain's committed-token history (None without a chain: nothing changes then)
@@ -104,10 +108,12 @@ class LongSpecDecoder:
     # ------------------------------------------------------------------ setup per generate() call
     @torch.no_grad()
     def start(self, prompt_ids: torch.Tensor, prefill_cache, first_tokens: torch.Tensor,
-              attention_mask: torch.Tensor | None = None) -> None:
+              attention_mask: torch.Tensor | None = None, max_length: int | None = None) -> None:
         """Load the prompt's prefilled target cache and the draft's ring; ``first_tokens`` (B,) are
         the roots of the first round (emitted, not yet run through the target). With a left-padded
         ``attention_mask`` each row's real tokens are moved to the start of its buffers.
+        ``max_length``: the call's generation limit (prompt width included; None: as many tokens as the
+        cache holds beside a tree); no row commits past it.
 
         ``prefill_cache`` None: the prompt was prefilled into ``self.cache.prompt_cache()`` (its KV is
         already in place; nothing is copied)."""
@@ -115,9 +121,12 @@ class LongSpecDecoder:
         starts = [0] * prompt_ids.shape[0]
         if attention_mask is not None:
             starts = (attention_mask.shape[1] - attention_mask.long().sum(dim=1)).tolist()
-        if length - min(starts) + self.layout.num_nodes > self.capacity:
-            raise ValueError(f"a {length}-token prompt and a {self.layout.num_nodes}-node tree do not fit "
-                             f"the cache capacity {self.capacity}")
+        max_length = max_length if max_length is not None else self.capacity - self.layout.num_nodes + 1
+        if max_length - 1 - min(starts) + self.layout.num_nodes > self.capacity:
+            raise ValueError(f"generation up to {max_length} tokens and a {self.layout.num_nodes}-node tree do "
+                             f"not fit the cache capacity {self.capacity}")
+        # a row holds at most max_length tokens (its left padding excluded), the last one its uncommitted root
+        self.commit_limit.copy_(torch.tensor([max_length - 1 - start for start in starts]))
         if prefill_cache is None:
             self.cache.adopt_prompt(length, starts)
         else:
@@ -173,8 +182,9 @@ class LongSpecDecoder:
 
     def _commit(self, path_nodes: torch.Tensor, accepted: torch.Tensor, roots: torch.Tensor) -> None:
         """Keep the accepted paths in the target cache and the draft ring; the bonus tokens become
-        roots. Finished rows (``active`` False) keep everything as it is."""
-        accepted = accepted * self.active
+        roots. Finished rows (``active`` False) keep everything as it is, and a row's last round
+        commits no more than its ``commit_limit`` (it emits the rest of its path, cut by generate)."""
+        accepted = torch.minimum(accepted * self.active, (self.commit_limit - self.cache.lengths).clamp(min=0))
         positions = self.cache.lengths[:, None] + torch.arange(path_nodes.shape[1], device=self.device)[None]
         valid = positions < (self.cache.lengths + accepted)[:, None]
         tokens = self.tree.tokens.gather(1, path_nodes)

@@ -326,7 +326,8 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                keep_scores: bool) -> None:
     """Rounds until every row stops. ``prefill_cache`` None: the prompt is already in the decoder's cache.
     ``export_cache``: the cache to hand the committed KV back in (None: nobody reads it)."""
-    decoder.start(input_ids, prefill_cache, first, attention_mask)
+    # a row never holds more tokens than its emitter's buffer (generate's max_length, prompt included)
+    decoder.start(input_ids, prefill_cache, first, attention_mask, max_length=emitters[0].ids.shape[1])
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
     verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
     had_graph, had_warm_up = decoder._graph is not None, decoder.warmup_seconds is not None
