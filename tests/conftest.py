@@ -12,6 +12,11 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Under pytest-xdist (the README's test command runs two workers) the workers share the machine's
+# cores: each gets its share of intra-op threads instead of every worker spinning on all of them.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 
 def tiny_llama(
     vocab_size=96,

@@ -167,11 +167,17 @@ def test_attention_tiles_quick(tmp_path, monkeypatch, capsys):
     assert "| batch | context | tree rows |" in capsys.readouterr().out
 
 
-def test_rows_cost_measures_each_row_count_against_one_row(embedded, tmp_path, capsys):
+def test_rows_cost_measures_each_row_count_against_one_row(embedded, tmp_path, monkeypatch, capsys):
     """benchmarks/rows_cost.py on the embedded target, tiny: one forward per row count after the same
     cached prompt, the ratio to one row, the table."""
     script = load_script("benchmarks/rows_cost.py")
-    assert script.main(["--out", str(tmp_path), "--context", "64", "--rows", "1", "3", "--repeats", "1"]) == 0
+    model, _ = embedded
+    monkeypatch.setattr(script, "load_embedded_target", lambda **kwargs: embedded)  # the session's SmolLM2
+    attention_before = model.config._attn_implementation
+    try:
+        assert script.main(["--out", str(tmp_path), "--context", "64", "--rows", "1", "3", "--repeats", "1"]) == 0
+    finally:
+        model.set_attn_implementation(attention_before)  # the script switches the target to sdpa
     result = json.loads((tmp_path / "rows_cost.json").read_text())
     assert [row["rows"] for row in result["rows"]] == [1, 3] and result["rows"][0]["vs_one_row"] == 1.0
     assert all(row["ms"] > 0 for row in result["rows"])

