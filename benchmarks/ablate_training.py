@@ -40,7 +40,7 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import held_out_prompts, measure_tau, suffix_ids
-from hf_longspec.training.run import TrainRecipe, build_dataset, train_draft
+from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
 # aside: a multiple of a built seq_len is regrouped from it, see `regrouped`)
@@ -165,11 +165,20 @@ def plot(report: dict, path: Path) -> None:
         taus = [run["tau"] for run in report["runs"] if run["variant"] == row["variant"]]
         tau_ax.scatter(taus, [index] * len(taus), color=f"C{index}")
         tau_ax.plot([row["tau_mean"]] * 2, [index - 0.3, index + 0.3], color=f"C{index}")
+    if "start" in report:
+        tau_ax.axvline(report["start"]["tau"], color="grey", linestyle="--", label="start (no training)")
+        tau_ax.legend(fontsize=7)
     tau_ax.set_yticks(range(len(names)), names)
-    tau_ax.set(xlabel="held-out tau (greedy, default tree); dots: seeds, bar: mean", title="acceptance")
+    measured = "the tree alone" if report["settings"].get("lookup_tokens") == 0 else "the draft's default"
+    tau_ax.set(xlabel=f"held-out tau (greedy, {measured}); dots: seeds, bar: mean", title="acceptance")
     if cells:
         styles = ["-", "--", ":", "-."]
         kinds = list(dict.fromkeys(kind for row in report["summary"] for kind in row.get("tau_per_cell", {})))
+        for kind, by_length in report.get("start", {}).get("tau_per_cell", {}).items():
+            lengths = sorted(by_length, key=int)
+            axes[2].plot([int(length) for length in lengths], [by_length[length] for length in lengths], marker="o",
+                         color="grey", linestyle=styles[kinds.index(kind) % len(styles)] if kind in kinds else "-",
+                         label=f"start {kind}")
         for index, row in enumerate(report["summary"]):
             for kind, by_length in row.get("tau_per_cell", {}).items():
                 axes[2].plot([int(length) for length in by_length], list(by_length.values()), marker="o",
@@ -181,9 +190,32 @@ def plot(report: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def against_start(runs: list[dict], start: dict) -> list[dict]:
+    """Per variant the mean paired per-prompt difference against the starting draft (the same prompts),
+    and on how many prompt-seed pairs it is better or worse: did the training help at all?"""
+    rows = []
+    for name in dict.fromkeys(run["variant"] for run in runs):
+        deltas = [mine - theirs for run in runs if run["variant"] == name
+                  for mine, theirs in zip(run["tau_per_prompt"], start["tau_per_prompt"])]
+        rows.append({"variant": name, "paired_delta_mean": statistics.mean(deltas),
+                     "prompts_better": sum(d > 0 for d in deltas), "prompts_worse": sum(d < 0 for d in deltas)})
+    return rows
+
+
+def start_table(report: dict) -> str:
+    start = report["start"]
+    lines = [f"| against the start ({start['draft']}, tau {start['tau']:.3f}) | paired delta | prompt-seed pairs better / worse |",
+             "|---|---|---|"]
+    lines += [f"| {row['variant']} | {row['paired_delta_mean']:+.3f} | {row['prompts_better']} / {row['prompts_worse']} |"
+              for row in report.get("against_start", [])]
+    return "\n".join(lines)
+
+
 def write_report(report: dict, out: Path, started: float | None) -> None:
     """ablation.json with the runs so far and their summary (a merged report keeps its calls' seconds)."""
     report["summary"] = summarize(report["runs"])
+    if "start" in report:
+        report["against_start"] = against_start(report["runs"], report["start"]) if report["runs"] else []
     if started is not None:
         report["seconds"] = time.perf_counter() - started
     (out / "ablation.json").write_text(json.dumps(report, indent=2))
@@ -197,7 +229,9 @@ def merge_reports(paths: list[str]) -> dict:
     first = reports[0]
 
     def comparable(report):
-        return {key: value for key, value in report["settings"].items() if key not in ("seeds", "out", "merge")}
+        # --eval-start runs in one call only: the starting draft is the same for every seed
+        return {key: value for key, value in report["settings"].items()
+                if key not in ("seeds", "out", "merge", "eval_start")}
 
     for path, report in zip(paths[1:], reports[1:]):
         if report["prompts"] != first["prompts"]:
@@ -213,7 +247,9 @@ def merge_reports(paths: list[str]) -> dict:
         raise ValueError(f"runs repeat across the files: {repeated}; merge calls of different seeds")
     order = list(first["settings"]["variants"])
     runs.sort(key=lambda run: (run["seed"], order.index(run["variant"])))  # seed-major, first variant first
-    return {"machine": first["machine"], "machines": [report["machine"] for report in reports],
+    starts = [report["start"] for report in reports if "start" in report]
+    merged_start = {"start": starts[0]} if starts else {}
+    return {**merged_start, "machine": first["machine"], "machines": [report["machine"] for report in reports],
             "settings": {**first["settings"], "seeds": sorted({run["seed"] for run in runs}),
                          "merge": list(paths)},
             "prompts": first["prompts"], "runs": runs, "merged_from": [str(path) for path in paths],
@@ -284,6 +320,19 @@ def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
     return prompts
 
 
+def measure_start(target, recipe: TrainRecipe, args, prompts, generate_kwargs: dict) -> dict:
+    """tau of the starting draft (--init-draft) on the ablation's prompts: the row every variant must
+    beat for its training to have helped, and the draft a fine-tune would replace."""
+    begin = time.perf_counter()
+    draft = initial_draft(target, recipe).to(device=target.device, dtype=target.dtype).eval().bind(target)
+    tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
+                      **generate_kwargs)
+    start = {"draft": args.init_draft, "tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
+             "tau_per_cell": cell_taus(tau["per_prompt"]), "eval_seconds": time.perf_counter() - begin}
+    print(f"start ({args.init_draft}): tau {start['tau']:.3f}", flush=True)
+    return start
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder: ablation.json, ablation.png, runs/")
@@ -306,8 +355,16 @@ def parse_args(argv=None):
     parser.add_argument("--eval-kinds", nargs="+", default=["code", "prose"], help="corpus kinds, and 'chat'")
     parser.add_argument("--eval-prompts", type=int, default=2, help="prompts per (kind, length)")
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--lookup-tokens", type=int, default=None,
+                        help="prompt-lookup chain while measuring tau (longspec_lookup_tokens; default: each draft's "
+                             "config; 0: the tree alone, whose tau the training moves and the chain's copies do not)")
+    parser.add_argument("--eval-start", action="store_true",
+                        help="also measure the starting draft (--init-draft) on the same prompts: did training help?")
     parser.add_argument("--quick", action="store_true", help="tiny CPU smoke run: 2 steps, one short prompt")
     args = parser.parse_args(argv)
+    if args.eval_start and args.init_draft == "untrained":
+        parser.error("--eval-start measures the starting draft: it needs a trained --init-draft "
+                     "('embedded' or a draft folder), not 'untrained'")
     if args.quick:
         args.steps, args.seq_len, args.batch_size, args.max_tokens, args.warmup_steps = 2, 64, 2, 4_000, 0
         args.eval_lengths, args.eval_kinds, args.eval_prompts, args.new_tokens = [200], ["code"], 1, 6
@@ -335,6 +392,10 @@ def main(argv=None) -> int:
                        init_draft=None if args.init_draft == "untrained" else args.init_draft)
     report = {"machine": machine_info(target.device), "settings": {**vars(args), "variants": dict(variants)},
               "prompts": [{"kind": kind, "length": length} for kind, length, _ in prompts], "runs": []}
+    generate_kwargs = {} if args.lookup_tokens is None else {"longspec_lookup_tokens": args.lookup_tokens}
+    if args.eval_start:
+        report["start"] = measure_start(target, base, args, prompts, generate_kwargs)
+        write_report(report, out, started)
     datasets = {}
     # seed by seed, each seed's variants together, and the report rewritten after every run: a run cut
     # short by a time limit keeps complete pairs
@@ -352,7 +413,8 @@ def main(argv=None) -> int:
             draft.to(target.dtype).eval().bind(target)
             # uncompiled rounds: tau does not depend on compiling, and each new draft would compile anew
             begin = time.perf_counter()
-            tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False)
+            tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
+                              **generate_kwargs)
             eval_seconds = time.perf_counter() - begin
             final = Path(recipe.output_dir) / "final"
             log = json.loads((final / "training_log.json").read_text())
@@ -361,7 +423,8 @@ def main(argv=None) -> int:
                 "variant": name, "seed": seed, "recipe": asdict(recipe), "train_seconds": train_seconds,
                 "data_seconds": data_seconds, "eval_seconds": eval_seconds,
                 "tokens_per_second": speed.get("tokens_per_second"),
-                "lookup_tokens": getattr(draft.config, "lookup_tokens", 0),  # 0: the draft's tree alone
+                "lookup_tokens": (getattr(draft.config, "lookup_tokens", 0) if args.lookup_tokens is None
+                                  else args.lookup_tokens),  # 0: the draft's tree alone
                 "tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
                 "tau_per_cell": cell_taus(tau["per_prompt"]), "training_data": dataset.mix_report,
                 "loss": [(entry["step"], entry["loss"]) for entry in log if "loss" in entry],
@@ -383,7 +446,10 @@ def finish(report: dict, out: Path) -> None:
     except ImportError:  # matplotlib is the [bench] extra
         print("matplotlib missing: no plot")
     print("\n" + table(report["summary"]))
-    cells = cell_table(report["summary"])
+    if "start" in report:
+        print("\n" + start_table(report))
+    cells = cell_table(([{"variant": "start", **cell_summary([report["start"]])}] if "start" in report else [])
+                       + report["summary"])
     if cells:
         print("\ntau per kind and prompt length, mean over seeds\n" + cells)
 

@@ -28,11 +28,13 @@ from hf_longspec.corpus import CorpusRoots, default_roots, documents
 
 
 def pack(out: Path, sources, split: str, roots: CorpusRoots, max_bytes: int | None = None,
-         shuffle_seed: int | None = None) -> dict:
+         shuffle_seed: int | None = None, each_max_bytes: int | None = None) -> dict:
     """Copy the `split` documents of `sources` that lie under roots.usr_share into `out`, same relative
     paths, in document order until `max_bytes`; returns the manifest (also written to out).
     shuffle_seed: a seeded random order instead, so that a byte cap samples every language rather
-    than the first ones of the alphabet (catalogs are read folder by folder)."""
+    than the first ones of the alphabet (catalogs are read folder by folder).
+    each_max_bytes: a cap per source too, so that the first source cannot fill a small pack alone
+    (3015 man pages take 23 MiB; a pack that travels beside the model has room for ~8 MiB gzipped)."""
     if roots.usr_share is None:
         raise FileNotFoundError("this machine has no /usr/share to pack")
     base = roots.usr_share.resolve()
@@ -42,6 +44,7 @@ def pack(out: Path, sources, split: str, roots: CorpusRoots, max_bytes: int | No
         candidates = list(documents(source, split, None, roots))
         if shuffle_seed is not None:
             random.Random(shuffle_seed).shuffle(candidates)
+        mine = 0
         for document in candidates:
             path = document.path.resolve()
             if base not in path.parents or document.key != path.relative_to(base).as_posix():
@@ -49,11 +52,14 @@ def pack(out: Path, sources, split: str, roots: CorpusRoots, max_bytes: int | No
             size = path.stat().st_size
             if max_bytes is not None and total + size > max_bytes:
                 break
+            if each_max_bytes is not None and mine + size > each_max_bytes:
+                break
             target = out / document.key
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
             files.append(document.key)
             total += size
+            mine += size
         copied[source] = files
     manifest = {"split": split, "sources": {s: len(f) for s, f in copied.items()}, "bytes": total,
                 "files": copied}
@@ -67,13 +73,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sources", nargs="+", default=["multilingual"])
     parser.add_argument("--split", choices=["train", "eval"], default="eval")
     parser.add_argument("--max-mb", type=float, default=40.0, help="stop copying past this size")
+    parser.add_argument("--max-mb-each", type=float, default=None, help="stop copying a source past this size")
     parser.add_argument("--shuffle-seed", type=int, default=None,
                         help="copy in a seeded random order (a sample of every language under --max-mb)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    each = None if args.max_mb_each is None else int(args.max_mb_each * 2**20)
     manifest = pack(out, args.sources, args.split, default_roots(), int(args.max_mb * 2**20),
-                    args.shuffle_seed)
+                    args.shuffle_seed, each)
     manifest["machine"] = machine_info(torch.device("cpu"), ["benchmarks/pack_text.py", *(argv or sys.argv[1:])])
     (out / "pack_manifest.json").write_text(json.dumps(manifest, indent=1))
     print(f"packed {manifest['sources']} ({manifest['bytes'] / 2**20:.1f} MiB) into {out}")

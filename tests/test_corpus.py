@@ -390,3 +390,19 @@ def test_a_shuffled_capped_pack_samples_beyond_the_first_folders(machine, tmp_pa
     assert any(set(p) - set(whole[:2]) for p in picks)  # some seed reaches past the leading files
     assert pack(tmp_path / "again", ["man"], "all", machine, cap, shuffle_seed=0)["files"]["man"] \
         == list(pack(tmp_path / "s0b", ["man"], "all", machine, cap, shuffle_seed=0)["files"]["man"])
+
+
+def test_a_pack_capped_per_source_keeps_every_source(machine, tmp_path):
+    """pack_text.py --max-mb-each: each source stops at its own cap, so a small pack holds some of every
+    source instead of the first source alone."""
+    pack = _pack_script().pack
+    whole = pack(tmp_path / "whole", ["man", "multilingual"], "all", machine)["files"]
+    sizes = {key: (machine.usr_share / key).stat().st_size for keys in whole.values() for key in keys}
+    first = whole["man"]
+    cap = sum(sizes[key] for key in first[:2])
+    assert len(first) > 2 and sum(sizes[key] for key in whole["multilingual"][:1]) <= cap
+    total_only = pack(tmp_path / "total", ["man", "multilingual"], "all", machine, cap)["files"]
+    assert total_only["man"] == first[:2] and total_only["multilingual"] == []  # the first source took it all
+    each = pack(tmp_path / "each", ["man", "multilingual"], "all", machine, each_max_bytes=cap)
+    assert each["files"]["man"] == first[:2] and each["files"]["multilingual"]
+    assert all(sum(sizes[key] for key in keys) <= cap for keys in each["files"].values())

@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 import re
 
 import pytest
@@ -341,21 +342,36 @@ def test_rollout_training_run_learns_and_records_the_option(tmp_path, one_thread
             TrainRecipe(output_dir=str(tmp_path / "new"), seq_len=32, max_tokens=1000, **bad).check()
 
 
-def _ablation_script():
-    return load_script("benchmarks/ablate_training.py")
+def _ablation_script(embedded=None, monkeypatch=None):
+    """The script; with `embedded`, its target load returns the session's SmolLM2 (a load takes ~40 s)."""
+    script = load_script("benchmarks/ablate_training.py")
+    if embedded is not None:
+        monkeypatch.setattr(script, "load_embedded_target", lambda **kwargs: embedded)
+    return script
 
 
-def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, tmp_path, capsys):
+def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, tmp_path, monkeypatch, capsys):
     """benchmarks/ablate_training.py --quick on the embedded target: each variant trained once per
     seed from the shipped draft, its override in the recipe, the seeds training differently, and the
     summary's paired difference computed prompt by prompt against the first variant's same seed."""
     from safetensors.torch import load_file
 
-    script = _ablation_script()
-    assert script.main(["--out", str(tmp_path), "--quick", "--seeds", "0", "1",
+    script = _ablation_script(embedded, monkeypatch)
+    measure_tau, chains = script.measure_tau, []
+
+    def measure_and_record(*args, **kwargs):
+        chains.append(kwargs.get("longspec_lookup_tokens"))
+        return measure_tau(*args, **kwargs)
+
+    monkeypatch.setattr(script, "measure_tau", measure_and_record)
+    assert script.main(["--out", str(tmp_path), "--quick", "--seeds", "0", "1", "--eval-start", "--lookup-tokens", "0",
                         "--variant", "base", "--variant", "rollout2=rollout_steps:2,rollout_decay:0.5"]) == 0
     report = json.loads((tmp_path / "ablation.json").read_text())
     runs = report["runs"]
+    # the starting draft measured on the same prompts, the tree alone (the shipped config has a chain)
+    assert report["start"]["draft"] == "embedded" and len(report["start"]["tau_per_prompt"]) == len(report["prompts"])
+    assert {run["lookup_tokens"] for run in runs} == {0} and chains == [0] * 5  # the start, then 4 runs
+    assert [row["variant"] for row in report["against_start"]] == ["base", "rollout2"]
     # seed-major, so that a run cut short keeps whole pairs
     assert [(run["variant"], run["seed"]) for run in runs] == [("base", 0), ("rollout2", 0), ("base", 1), ("rollout2", 1)]
     assert [run["recipe"]["rollout_steps"] for run in runs] == [1, 2, 1, 2]
@@ -372,7 +388,7 @@ def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, 
 def test_an_ablation_cut_short_keeps_the_whole_pairs_it_measured(embedded, tmp_path, monkeypatch):
     """A time limit that kills ablate_training.py mid-way leaves ablation.json with every run so far:
     seed 0's variants together, before seed 1's (here the third tau measurement fails)."""
-    script = _ablation_script()
+    script = _ablation_script(embedded, monkeypatch)
     measured = script.measure_tau
     calls = []
 
@@ -389,6 +405,21 @@ def test_an_ablation_cut_short_keeps_the_whole_pairs_it_measured(embedded, tmp_p
     report = json.loads((tmp_path / "ablation.json").read_text())
     assert [(run["variant"], run["seed"]) for run in report["runs"]] == [("base", 0), ("rollout2", 0)]
     assert [row["variant"] for row in report["summary"]] == ["base", "rollout2"]
+
+
+def test_ablation_against_the_start_pairs_every_run_with_the_starting_draft():
+    """--eval-start: each variant's runs (all seeds) against the starting draft, prompt by prompt; and
+    asking it of an untrained start is refused by name."""
+    script = _ablation_script()
+    runs = [{"variant": "base", "seed": 0, "tau_per_prompt": [2.0, 3.0]},
+            {"variant": "base", "seed": 1, "tau_per_prompt": [2.5, 2.0]},
+            {"variant": "long", "seed": 0, "tau_per_prompt": [3.0, 3.5]}]
+    base, long = script.against_start(runs, {"tau_per_prompt": [2.0, 3.0]})  # prompt by prompt
+    assert base == {"variant": "base", "paired_delta_mean": pytest.approx((0.0 + 0.0 + 0.5 - 1.0) / 4),
+                    "prompts_better": 1, "prompts_worse": 1}
+    assert long["paired_delta_mean"] == pytest.approx(0.75) and (long["prompts_better"], long["prompts_worse"]) == (2, 0)
+    with pytest.raises(SystemExit):
+        script.parse_args(["--out", "x", "--init-draft", "untrained", "--eval-start"])
 
 
 def test_ablation_variants_name_real_recipe_fields():
@@ -453,6 +484,24 @@ def test_ablation_merge_joins_calls_of_other_seeds_and_pairs_them_again(tmp_path
     assert new["tau_per_cell"]["code"] == pytest.approx({"2048": 2.25, "8000": 2.8})
     assert new["longest_over_shortest"]["code"] == pytest.approx(2.8 / 2.25)
     assert "| new | 2 | 2.525 | 2.30-2.75 | +0.025 | 2 / 1 |" in capsys.readouterr().out
+
+
+def test_ablation_merge_keeps_the_start_that_one_call_measured(tmp_path, capsys):
+    """--eval-start runs in the first call only (the starting draft is the same for every seed): the
+    merge accepts calls that differ in it, keeps that start and pairs both seeds' runs with it."""
+    script = _ablation_script()
+    seed0 = _ablation_call(script, tmp_path, "call-seed0", 0, {"base": [2.0, 3.0], "new": [2.5, 3.0]}, eval_start=True)
+    report = json.loads(Path(seed0).read_text())
+    report["start"] = {"draft": "embedded", "tau": 2.5, "tau_per_prompt": [2.5, 2.5],
+                       "tau_per_cell": {"code": {"2048": 2.5, "8000": 2.5}}}
+    Path(seed0).write_text(json.dumps(report))
+    seed1 = _ablation_call(script, tmp_path, "call-seed1", 1, {"base": [3.0, 2.0], "new": [2.0, 2.6]})
+    assert script.main(["--merge", seed0, seed1, "--out", str(tmp_path / "merged")]) == 0
+    merged = json.loads((tmp_path / "merged" / "ablation.json").read_text())
+    assert merged["start"]["tau"] == 2.5
+    assert merged["against_start"][1] == {"variant": "new", "paired_delta_mean": pytest.approx((0.0 + 0.5 - 0.5 + 0.1) / 4),
+                                          "prompts_better": 2, "prompts_worse": 1}
+    assert "| start | code | 2.50 | 2.50 | 1.00x |" in capsys.readouterr().out
 
 
 def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
