@@ -320,15 +320,21 @@ def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
     return prompts
 
 
+def held_out_tau(target, draft, prompts, args, generate_kwargs: dict) -> dict:
+    """tau of `draft` on the ablation's prompts, pooled, per prompt and per cell, and its seconds.
+    Uncompiled rounds: tau does not depend on compiling, and each new draft would compile anew."""
+    begin = time.perf_counter()
+    tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
+                      **generate_kwargs)
+    return {"tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
+            "tau_per_cell": cell_taus(tau["per_prompt"]), "eval_seconds": time.perf_counter() - begin}
+
+
 def measure_start(target, recipe: TrainRecipe, args, prompts, generate_kwargs: dict) -> dict:
     """tau of the starting draft (--init-draft) on the ablation's prompts: the row every variant must
     beat for its training to have helped, and the draft a fine-tune would replace."""
-    begin = time.perf_counter()
     draft = initial_draft(target, recipe).to(device=target.device, dtype=target.dtype).eval().bind(target)
-    tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
-                      **generate_kwargs)
-    start = {"draft": args.init_draft, "tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
-             "tau_per_cell": cell_taus(tau["per_prompt"]), "eval_seconds": time.perf_counter() - begin}
+    start = {"draft": args.init_draft, **held_out_tau(target, draft, prompts, args, generate_kwargs)}
     print(f"start ({args.init_draft}): tau {start['tau']:.3f}", flush=True)
     return start
 
@@ -411,26 +417,20 @@ def main(argv=None) -> int:
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             train_seconds = time.perf_counter() - begin
             draft.to(target.dtype).eval().bind(target)
-            # uncompiled rounds: tau does not depend on compiling, and each new draft would compile anew
-            begin = time.perf_counter()
-            tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
-                              **generate_kwargs)
-            eval_seconds = time.perf_counter() - begin
+            tau = held_out_tau(target, draft, prompts, args, generate_kwargs)
             final = Path(recipe.output_dir) / "final"
             log = json.loads((final / "training_log.json").read_text())
             speed = json.loads((final / "training_speed.json").read_text())
             report["runs"].append({
                 "variant": name, "seed": seed, "recipe": asdict(recipe), "train_seconds": train_seconds,
-                "data_seconds": data_seconds, "eval_seconds": eval_seconds,
-                "tokens_per_second": speed.get("tokens_per_second"),
+                "data_seconds": data_seconds, "tokens_per_second": speed.get("tokens_per_second"),
                 "lookup_tokens": (getattr(draft.config, "lookup_tokens", 0) if args.lookup_tokens is None
                                   else args.lookup_tokens),  # 0: the draft's tree alone
-                "tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
-                "tau_per_cell": cell_taus(tau["per_prompt"]), "training_data": dataset.mix_report,
+                **tau, "training_data": dataset.mix_report,
                 "loss": [(entry["step"], entry["loss"]) for entry in log if "loss" in entry],
             })
             print(f"{name} seed {seed}: tau {tau['tau']:.3f} ({data_seconds:.0f} s of data, "
-                  f"{train_seconds:.0f} s of training, {eval_seconds:.0f} s of tau)", flush=True)
+                  f"{train_seconds:.0f} s of training, {tau['eval_seconds']:.0f} s of tau)", flush=True)
             del draft
             if target.device.type == "cuda":
                 torch.cuda.empty_cache()
