@@ -29,8 +29,8 @@ if [ -f .carry/ust/ust.tgz ]; then tar xzf .carry/ust/ust.tgz -C $W; fi
 [ -d $W/usr_share_train ] || { echo "carry .carry/ust (ust.tgz)"; exit 3; }
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=$W/usr_share_train
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# records made earlier (a call of their own: the first group alone compiles the LongSpec round, and in
-# the tenth session 110 s of budget answered 64 prompts) travel as .carry/chat/chat_train.jsonl.gz
+# records made earlier (better in a call of their own: in the tenth session this call's 110 s of budget
+# answered 64 prompts) travel as .carry/chat/chat_train.jsonl.gz
 if [ -f .carry/chat/chat_train.jsonl.gz ] && [ ! -s $W/chat_train.jsonl ]; then
   gunzip -c .carry/chat/chat_train.jsonl.gz > $W/chat_train.jsonl
 fi
@@ -41,6 +41,7 @@ if [ ! -s $W/chat_train.jsonl ]; then
   echo "chat data exit $? after $((SECONDS - START)) s: $(wc -l < $W/chat_train.jsonl) records"
   tail -3 $W/chat_data.log
   gzip -c $W/chat_train.jsonl > "$OUT/chat_train_call10.jsonl.gz"
+  cp $W/chat_data.log "$OUT/"
 fi
 echo "setup $((SECONDS - START)) s"
 
