@@ -215,7 +215,7 @@ def write_report(report: dict, out: Path, started: float | None) -> None:
     """ablation.json with the runs so far and their summary (a merged report keeps its calls' seconds)."""
     report["summary"] = summarize(report["runs"])
     if "start" in report:
-        report["against_start"] = against_start(report["runs"], report["start"]) if report["runs"] else []
+        report["against_start"] = against_start(report["runs"], report["start"])
     if started is not None:
         report["seconds"] = time.perf_counter() - started
     (out / "ablation.json").write_text(json.dumps(report, indent=2))

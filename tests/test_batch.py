@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from conftest import perturbed_pair, random_prompt, tiny_llama
-from hf_longspec import LongSpecDraftModel
 from hf_longspec import UnsupportedGenerationError
 from hf_longspec.testing import SteeredDraft
 
