@@ -46,6 +46,10 @@ def parse_args(argv=None):
     parser.add_argument("--draft", default="none",
                         help="'none' (plain greedy generate) or 'embedded' / a draft folder: LongSpec decoding, "
                              "lossless, so the same answers, faster")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="CUDA: LongSpec rounds captured as graphs without torch.compile. Compiling costs "
+                             "35-45 s per new shape (batches of other prompt lengths, the last smaller batch) "
+                             "before the first answer; in the tenth session it took the whole 110 s budget")
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds: start no new group of batches after this, and write what was answered "
                              "(a device call's time limit then loses nothing)")
@@ -84,6 +88,8 @@ def main(argv=None) -> int:
             reference = target.get_input_embeddings().weight
             draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype)
             extra["assistant_model"] = draft.to(reference.device).eval().bind(target)
+        if args.no_compile:
+            extra["longspec_compile"] = False
     prompts = build_chat_prompts(tokenizer, args.num_prompts, args.document_tokens, tuple(args.sources),
                                  split=args.split, seed=args.seed, continuation_share=args.continuation_share)
     print(f"{len(prompts)} prompts ({time.perf_counter() - started:.0f} s)", flush=True)

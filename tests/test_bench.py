@@ -4,6 +4,7 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from hf_longspec.attention import hybrid_name_for
 
@@ -182,3 +183,35 @@ def test_rows_cost_measures_each_row_count_against_one_row(embedded, tmp_path, m
     assert [row["rows"] for row in result["rows"]] == [1, 3] and result["rows"][0]["vs_one_row"] == 1.0
     assert all(row["ms"] > 0 for row in result["rows"])
     assert "| 3 |" in capsys.readouterr().out
+
+
+def test_batch_exactness_compares_a_left_padded_batch_with_vanilla(embedded, tmp_path, monkeypatch, capsys):
+    """benchmarks/batch_exactness.py (the GPU's float32 batch check) on the session's SmolLM2, tiny: rows of
+    two lengths, both forms equal to vanilla; a LongSpec output one token off is reported at that token."""
+    script = load_script("benchmarks/batch_exactness.py")
+    model, _ = embedded
+    monkeypatch.setattr(script, "load_embedded_target", lambda **kwargs: embedded)
+    attention_before = model.config._attn_implementation
+    try:
+        assert script.main(["--out", str(tmp_path), "--quick"]) == 0
+    finally:
+        model.set_attn_implementation(attention_before)  # vanilla switches the target to sdpa
+    result = json.loads((tmp_path / "batch_exactness.json").read_text())
+    assert [r["form"] for r in result["results"]] == ["default", "tree"]
+    assert [row["prompt_tokens"] for row in result["results"][0]["rows"]] == [96, 64]  # unequal: left padding
+    assert all(r["equal_rows"] == 2 and r["output_shapes_equal"] for r in result["results"])
+    assert "| default | 2 / 2 |" in capsys.readouterr().out
+    real_generate = type(model).generate
+
+    def one_token_off(self, *args, **kwargs):
+        output = real_generate(self, *args, **kwargs)
+        if "assistant_model" in kwargs:
+            output[1, -3] += 1
+        return output
+
+    monkeypatch.setattr(type(model), "generate", one_token_off)
+    width = 96
+    off = script.compare(model, script.load_embedded_draft(model), *script.left_padded([[5] * width, [6] * 64], 0, "cpu"),
+                         8, "tree")
+    model.set_attn_implementation(attention_before)
+    assert [row["first_difference"] for row in off["rows"]] == [None, 5] and off["equal_rows"] == 1

@@ -373,6 +373,30 @@ def test_chat_data_time_budget_keeps_the_answered_prefix(machine):
     assert spent == everything[:4]  # one group of 4 x batch_size 1
 
 
+
+def test_chat_data_no_compile_reaches_generate(monkeypatch, tmp_path):
+    """make_chat_data --no-compile hands longspec_compile=False to every generate() call beside the draft
+    (compiling each new batch shape took the tenth session's whole data budget); without it the
+    generation default stands."""
+    import hf_longspec.embedded
+
+    make_chat_data = load_script("benchmarks/make_chat_data.py")
+    tokenizer = chat_tokenizer()
+    target = tiny_llama(vocab_size=len(tokenizer), max_positions=1024)
+    monkeypatch.setattr(make_chat_data, "_load_target", lambda *args: (target, tokenizer))
+    monkeypatch.setattr(hf_longspec.embedded, "load_embedded_draft", lambda target: "the draft")
+    seen = []
+
+    def answer(target, tokenizer, prompts, max_new_tokens, batch_size, started, time_budget=None, **kwargs):
+        seen.append(kwargs)
+        return [list(p.input_ids) + [1] for p in prompts]
+
+    monkeypatch.setattr(make_chat_data, "answer_in_groups", answer)
+    common = ["--num-prompts", "2", "--document-tokens", "40", "--sources", "code", "--draft", "embedded"]
+    assert make_chat_data.main(["--out", str(tmp_path / "a.jsonl"), *common, "--no-compile"]) == 0
+    assert make_chat_data.main(["--out", str(tmp_path / "b.jsonl"), *common]) == 0
+    assert seen == [{"assistant_model": "the draft", "longspec_compile": False}, {"assistant_model": "the draft"}]
+
 def test_a_shuffled_capped_pack_samples_beyond_the_first_folders(machine, tmp_path):
     """pack_text.py --shuffle-seed: under a byte cap, a seeded random sample of the split's files,
     not the leading ones (the plain order reads catalogs language by language; the fake machine's

@@ -17,6 +17,8 @@
 #      prose and chat at 2048 and 8000, suffix-aligned, 6 prompts per cell, 96 new tokens.
 # SEEDS=1 (the next call, no carry, the machine warm): the same for seed 1, merged with seed 0's report.
 # Both calls return the drafts (bf16, one file each) so the better one can be measured and shipped.
+# VARIANTS (the --variant options; default base and seq8k) changes what is trained. The eleventh
+# session ran it after call11_data.sh on the same warm machine (its records in /tmp/call10 are used).
 set -u
 START=$SECONDS
 SEEDS=${SEEDS:-0}
@@ -29,15 +31,15 @@ if [ -f .carry/ust/ust.tgz ]; then tar xzf .carry/ust/ust.tgz -C $W; fi
 [ -d $W/usr_share_train ] || { echo "carry .carry/ust (ust.tgz)"; exit 3; }
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=$W/usr_share_train
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# records made earlier (better in a call of their own: in the tenth session this call's 110 s of budget
-# answered 64 prompts) travel as .carry/chat/chat_train.jsonl.gz
+# records made earlier (better in a call of their own: in the tenth session this call's 110 s of budget,
+# compiling, answered 64 prompts) travel as .carry/chat/chat_train.jsonl.gz
 if [ -f .carry/chat/chat_train.jsonl.gz ] && [ ! -s $W/chat_train.jsonl ]; then
   gunzip -c .carry/chat/chat_train.jsonl.gz > $W/chat_train.jsonl
 fi
 if [ ! -s $W/chat_train.jsonl ]; then
   timeout -k 10 "${CHAT_LIMIT:-200}" python benchmarks/make_chat_data.py --out $W/chat_train.jsonl \
     --num-prompts "${PROMPTS:-960}" --document-tokens 2048 --max-new-tokens 256 --batch-size 16 --draft embedded \
-    --continuation-share 0.5 --seed 10 --time-budget "${CHAT_BUDGET:-110}" > $W/chat_data.log 2>&1
+    --continuation-share 0.5 --seed 10 --no-compile --time-budget "${CHAT_BUDGET:-110}" > $W/chat_data.log 2>&1
   echo "chat data exit $? after $((SECONDS - START)) s: $(wc -l < $W/chat_train.jsonl) records"
   tail -3 $W/chat_data.log
   gzip -c $W/chat_train.jsonl > "$OUT/chat_train_call10.jsonl.gz"
@@ -53,7 +55,7 @@ timeout -k 10 $((BUDGET - (SECONDS - START))) python benchmarks/ablate_training.
   --corpus-mix chat=0.35,code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05 \
   --corpus-max-epochs 2 --max-tokens 40000000 --chat-data $W/chat_train.jsonl \
   --eval-kinds code prose chat --eval-lengths 2048 8000 --eval-prompts 6 --new-tokens 96 --lookup-tokens 0 \
-  --variant base --variant seq8k=seq_len:8192,batch_size:4 > $W/ablation_seed$SEEDS.log 2>&1
+  ${VARIANTS:---variant base --variant seq8k=seq_len:8192,batch_size:4} > $W/ablation_seed$SEEDS.log 2>&1
 echo "ablation exit $? after $((SECONDS - START)) s"
 grep -v -i "warn" $W/ablation_seed$SEEDS.log | grep -E "tau|^\|" | tail -30
 cp $R/ablation.json "$OUT/ablation_seed$SEEDS.json"; cp $W/ablation_seed$SEEDS.log "$OUT/"
