@@ -222,36 +222,42 @@ def write_report(report: dict, out: Path, started: float | None) -> None:
 
 
 def merge_reports(paths: list[str]) -> dict:
-    """One report from the ablation.json files of separate calls: the same settings, variants and eval
-    prompts, other seeds (a whole-run pair of seeds does not fit one call). Refused when they measured
-    something else, or when a (variant, seed) run repeats, since the pairing would then be wrong."""
+    """One report from the ablation.json files of separate calls: the same settings and eval prompts,
+    other seeds (a whole-run pair of seeds does not fit one call) or variants added in a later call
+    (paired with the first file's first variant, as in one call). Refused when they measured something
+    else, when a variant name means other overrides, or when a (variant, seed) run repeats, since the
+    pairing would then be wrong."""
     reports = [json.loads(Path(path).read_text()) for path in paths]
     first = reports[0]
 
     def comparable(report):
         # --eval-start runs in one call only: the starting draft is the same for every seed
         return {key: value for key, value in report["settings"].items()
-                if key not in ("seeds", "out", "merge", "eval_start")}
+                if key not in ("seeds", "out", "merge", "eval_start", "variants", "variant")}
 
+    variants = dict(first["settings"]["variants"])
     for path, report in zip(paths[1:], reports[1:]):
         if report["prompts"] != first["prompts"]:
             raise ValueError(f"{path} measured other eval prompts than {paths[0]}; the runs pair prompt by prompt")
         mine, theirs = comparable(report), comparable(first)
         differ = sorted(key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key))
+        differ += sorted(f"variants ({name})" for name, overrides in report["settings"]["variants"].items()
+                         if variants.get(name, overrides) != overrides)
         if differ:
             raise ValueError(f"{path} differs from {paths[0]} in {', '.join(differ)}: not one ablation")
+        variants.update(report["settings"]["variants"])
     runs = [run for report in reports for run in report["runs"]]
     keys = [(run["variant"], run["seed"]) for run in runs]
     repeated = sorted({key for key in keys if keys.count(key) > 1})
     if repeated:
         raise ValueError(f"runs repeat across the files: {repeated}; merge calls of different seeds")
-    order = list(first["settings"]["variants"])
+    order = list(variants)
     runs.sort(key=lambda run: (run["seed"], order.index(run["variant"])))  # seed-major, first variant first
     starts = [report["start"] for report in reports if "start" in report]
     merged_start = {"start": starts[0]} if starts else {}
     return {**merged_start, "machine": first["machine"], "machines": [report["machine"] for report in reports],
             "settings": {**first["settings"], "seeds": sorted({run["seed"] for run in runs}),
-                         "merge": list(paths)},
+                         "variants": variants, "merge": list(paths)},
             "prompts": first["prompts"], "runs": runs, "merged_from": [str(path) for path in paths],
             "seconds": sum(report.get("seconds", 0.0) for report in reports)}
 

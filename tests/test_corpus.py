@@ -327,6 +327,22 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
     assert args.corpus_mix == "code=0.6,man=0.4" and args.chat_data == ["a.jsonl"]
 
 
+def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
+    """--sliding-window and --intermediate-size reach the recipe's draft_overrides only when given (a draft
+    continued with --init-draft keeps its own otherwise); a width below 1 is refused by name, before any
+    target is loaded."""
+    from hf_longspec.cli import build_parser, draft_overrides, main
+
+    parse = build_parser().parse_args
+    assert draft_overrides(parse(["train", "--output", "x"])) == {}
+    assert draft_overrides(parse(["train", "--output", "x", "--intermediate-size", "4608"])) == {"intermediate_size": 4608}
+    assert draft_overrides(parse(["train", "--output", "x", "--sliding-window", "256", "--intermediate-size", "4608"])) \
+        == {"sliding_window": 256, "intermediate_size": 4608}
+    assert main(["train", "--output", str(tmp_path / "run"), "--intermediate-size", "0"]) == 2
+    assert "--intermediate-size 0: allowed: an int >= 1." in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def _pack_script():
     return load_script("benchmarks/pack_text.py")
 

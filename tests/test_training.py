@@ -188,6 +188,45 @@ def test_init_draft_continues_from_a_saved_draft_and_refuses_other_settings(tmp_
     assert not (tmp_path / "third" / "final").exists()
 
 
+
+def test_a_wider_mlp_grows_from_a_saved_draft_computing_the_same_and_trains_on(tmp_path):
+    """draft_overrides intermediate_size wider than init_draft's MLP: the grown draft gives the saved
+    draft's logits (the new units start silent), training moves the new units, the saved wider draft
+    binds to the target and decodes losslessly; a narrower width is refused by name."""
+    from hf_longspec.training.run import initial_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    torch.manual_seed(0)
+    LongSpecDraftModel.from_target(target, initializer_range=0.2).save_pretrained(tmp_path / "saved")
+    saved = LongSpecDraftModel.from_pretrained(str(tmp_path / "saved"), dtype=torch.float32).bind(target)
+    width = saved.config.intermediate_size
+
+    def recipe(name, size):
+        return TrainRecipe(output_dir=str(tmp_path / name), max_steps=4, seq_len=32, batch_size=2, warmup_steps=0,
+                           max_tokens=20_000, save_steps=10**6, logging_steps=1, kinds=["prose"],
+                           init_draft=str(tmp_path / "saved"), draft_overrides={"intermediate_size": size})
+
+    grown = initial_draft(target, recipe("grown", 3 * width)).bind(target)
+    assert grown.mlp.gate_proj.weight.shape == (3 * width, 32) and grown.mlp.down_proj.weight.shape == (32, 3 * width)
+    assert grown.config.intermediate_size == 3 * width
+    ids = torch.randint(0, 257, (2, 24))
+    keys, values = torch.randn(2, 2, 24, 8), torch.randn(2, 2, 24, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids, keys, values, noise_shift=2).logits,
+                                   saved(ids, keys, values, noise_shift=2).logits)
+
+    trained = train_draft(target, ByteTokenizer(), recipe("wide", 3 * width), progress=False)
+    assert trained.mlp.down_proj.weight[:, width:].abs().max() > 0  # the new units learned
+    wide = LongSpecDraftModel.from_pretrained(str(tmp_path / "wide" / "final"), dtype=torch.float32).bind(target)
+    assert wide.config.intermediate_size == 3 * width
+    prompt = torch.randint(0, 257, (1, 40))
+    vanilla = target.generate(prompt, max_new_tokens=16, do_sample=False)
+    assert torch.equal(target.generate(prompt, assistant_model=wide, max_new_tokens=16, do_sample=False), vanilla)
+
+    with pytest.raises(TrainingRecipeError, match=rf"intermediate_size={width // 2} is narrower than the draft's MLP"):
+        train_draft(target, ByteTokenizer(), recipe("narrow", width // 2), progress=False)
+    assert not (tmp_path / "narrow" / "final").exists()
+
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint
     of that step to resume from, the final folder, and the speed report."""
@@ -504,6 +543,20 @@ def test_ablation_merge_keeps_the_start_that_one_call_measured(tmp_path, capsys)
     assert "| start | code | 2.50 | 2.50 | 1.00x |" in capsys.readouterr().out
 
 
+
+def test_ablation_merge_adds_a_variant_measured_in_a_later_call(tmp_path, capsys):
+    """A variant trained in a later call on the same settings and prompts joins the report: paired with
+    the first file's first variant of the same seed, listed after the first file's variants."""
+    script = _ablation_script()
+    both = _ablation_call(script, tmp_path, "both", 0, {"base": [2.0, 3.0], "new": [2.5, 3.0]})
+    later = _ablation_call(script, tmp_path, "later", 0, {"wide": [3.0, 2.0]}, variants={"wide": {"seq_len": 8192}})
+    assert script.main(["--merge", both, later, "--out", str(tmp_path / "merged")]) == 0
+    merged = json.loads((tmp_path / "merged" / "ablation.json").read_text())
+    assert merged["settings"]["variants"] == {"base": {}, "new": {"rollout_steps": 2}, "wide": {"seq_len": 8192}}
+    assert [row["variant"] for row in merged["summary"]] == ["base", "new", "wide"]
+    assert merged["summary"][2]["paired_delta_mean"] == pytest.approx((1.0 - 1.0) / 2)
+    assert (merged["summary"][2]["prompts_better"], merged["summary"][2]["prompts_worse"]) == (1, 1)
+
 def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
     """Runs of one (variant, seed) in two files, or files of other settings or prompts, would pair
     the wrong runs: refused, naming what repeats or differs, and nothing is written."""
@@ -518,7 +571,7 @@ def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
     with pytest.raises(ValueError, match=rf"{re.escape(other)} differs from {re.escape(first)} in lr, steps: not one"):
         script.merge_reports([first, other])
     variants = _ablation_call(script, tmp_path, "variants", 1, taus, variants={"base": {}, "new": {"rollout_steps": 3}})
-    with pytest.raises(ValueError, match=r"differs from .* in variants: not one ablation"):
+    with pytest.raises(ValueError, match=r"differs from .* in variants \(new\): not one ablation"):
         script.merge_reports([first, variants])
     prompts = _ablation_call(script, tmp_path, "prompts", 1, taus,
                              prompts=[{"kind": "prose", "length": 2048}, {"kind": "code", "length": 8000}])

@@ -47,19 +47,20 @@ if [ ! -s $W/chat_train.jsonl ]; then
 fi
 echo "setup $((SECONDS - START)) s"
 
-R=$W/seed$SEEDS
-start=(); [ "$SEEDS" = 0 ] && start=(--eval-start)
+TAG=${SEEDS// /_}   # SEEDS="0 1": both seeds in this call
+R=$W/seed$TAG
+start=(); [[ " $SEEDS " == *" 0 "* ]] && start=(--eval-start)
 # shellcheck disable=SC2086  # SEEDS is a list of seeds
 timeout -k 10 $((BUDGET - (SECONDS - START))) python benchmarks/ablate_training.py --out $R --init-draft embedded "${start[@]}" \
   --steps "$STEPS" --seeds $SEEDS --seq-len 2048 --batch-size 16 --lr 1e-3 --warmup-steps 50 \
   --corpus-mix chat=0.35,code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05 \
   --corpus-max-epochs 2 --max-tokens 40000000 --chat-data $W/chat_train.jsonl \
   --eval-kinds code prose chat --eval-lengths 2048 8000 --eval-prompts 6 --new-tokens 96 --lookup-tokens 0 \
-  ${VARIANTS:---variant base --variant seq8k=seq_len:8192,batch_size:4} > $W/ablation_seed$SEEDS.log 2>&1
+  ${VARIANTS:---variant base --variant seq8k=seq_len:8192,batch_size:4} > $W/ablation_seed$TAG.log 2>&1
 echo "ablation exit $? after $((SECONDS - START)) s"
-grep -v -i "warn" $W/ablation_seed$SEEDS.log | grep -E "tau|^\|" | tail -30
-cp $R/ablation.json "$OUT/ablation_seed$SEEDS.json"; cp $W/ablation_seed$SEEDS.log "$OUT/"
-if [ "$SEEDS" != 0 ] && [ -f $W/seed0/ablation.json ]; then
+grep -v -i "warn" $W/ablation_seed$TAG.log | grep -E "tau|^\|" | tail -30
+cp $R/ablation.json "$OUT/ablation_seed$TAG.json"; cp $W/ablation_seed$TAG.log "$OUT/"
+if [ "$SEEDS" = 1 ] && [ -f $W/seed0/ablation.json ]; then
   python benchmarks/ablate_training.py --out $W/merged --merge $W/seed0/ablation.json $R/ablation.json \
     | tail -20
   cp $W/merged/ablation.json "$OUT/ablation_merged.json"; cp $W/merged/ablation.png "$OUT/ablation_merged.png"

@@ -79,6 +79,13 @@ def _check_positive(**values) -> None:
             raise CommandLineError(f"--{name.replace('_', '-')} {value}: allowed: an int >= 1.")
 
 
+def draft_overrides(args) -> dict:
+    """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
+    its own window and MLP width otherwise (a wider --intermediate-size grows its MLP: training/widen.py)."""
+    asked = {"sliding_window": args.sliding_window, "intermediate_size": args.intermediate_size}
+    return {name: value for name, value in asked.items() if value is not None}
+
+
 def cmd_run(args) -> int:
     from .demo import run_main_job
 
@@ -123,8 +130,7 @@ def cmd_train(args) -> int:
         max_seconds=args.max_seconds,
         logging_steps=args.logging_steps,
         overwrite_output=args.overwrite_output,
-        # given only when asked: a draft continued with --init-draft keeps its own window otherwise
-        draft_overrides={} if args.sliding_window is None else {"sliding_window": args.sliding_window},
+        draft_overrides=draft_overrides(args),
         kinds=args.kinds,
         corpus_mix=args.corpus_mix,
         chat_data=list(args.chat_data),
@@ -134,8 +140,7 @@ def cmd_train(args) -> int:
     )
     check_draft_arg(args.init_draft, "--init-draft")
     recipe.check()  # every setting and the output folder, before the target is loaded
-    if args.sliding_window is not None:
-        _check_positive(sliding_window=args.sliding_window)
+    _check_positive(**draft_overrides(args))
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")
@@ -226,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--rollout-decay", type=float, default=0.8, help="weight of step k's loss: decay ** (k - 1)")
     train.add_argument("--sliding-window", type=int, default=None,
                        help="the draft's self-attention window (default: 512 for a new draft, the --init-draft's own)")
+    train.add_argument("--intermediate-size", type=int, default=None,
+                       help="the width of the draft's MLP (default: the target's for a new draft, the --init-draft's "
+                            "own; wider than the --init-draft's grows it, computing the same at first)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

@@ -9,13 +9,13 @@ from transformers import PretrainedConfig
 from .errors import NotADraftError
 
 # Fields that must equal the target's: the draft reads the target's KV cache and shares its
-# embeddings and LM head, so shapes and positional encoding have to agree exactly.
+# embeddings and LM head, so shapes and positional encoding have to agree exactly. The MLP's width
+# (intermediate_size) is the draft's own: it defaults to the target's and may differ.
 TARGET_MATCHED_FIELDS = (
     "hidden_size",
     "num_attention_heads",
     "num_key_value_heads",
     "head_dim",
-    "intermediate_size",
     "hidden_act",
     "rms_norm_eps",
     "rope_parameters",
@@ -40,6 +40,8 @@ class LongSpecDraftConfig(PretrainedConfig):
     """Config of a one-layer LongSpec draft.
 
     Shapes mirror the target (see `from_target_config`); LongSpec's fields:
+    - intermediate_size: the width of the draft's own MLP; by default the target's (its one layer then
+      has the shape of one target layer), and it may be set wider: the MLP shares nothing with the target.
     - sliding_window: tokens the draft's self-attention sees (its ring buffer size).
     - target_layer_index: which target layer's KV cache the cross-attention reads (-1 = last).
     - num_anchor_tokens: anchors kept at positions 0..s-1 by Anchor-Offset training.
@@ -170,7 +172,8 @@ class LongSpecDraftConfig(PretrainedConfig):
 
     @classmethod
     def from_target_config(cls, target_config: PretrainedConfig, **overrides) -> "LongSpecDraftConfig":
-        """Build a draft config whose shapes match `target_config`; `overrides` set LongSpec fields."""
+        """Build a draft config whose shapes match `target_config`; `overrides` set LongSpec fields
+        (intermediate_size among them: the MLP's width, by default the target's)."""
         from .target_support import check_supported_target_config, target_rope_parameters
 
         text_config = target_config.get_text_config() if hasattr(target_config, "get_text_config") else target_config
@@ -203,6 +206,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         if clashing:
             raise ValueError(
                 f"{sorted(clashing)} must match the target and cannot be overridden; "
-                "allowed overrides are LongSpec fields such as sliding_window, target_layer_index, tree_widths"
+                "allowed overrides are LongSpec fields such as sliding_window, target_layer_index, tree_widths, "
+                "intermediate_size"
             )
         return cls(**{**matched, **overrides})
