@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .draft_tree import HostTree, TreeBuffers, TreeLayout
+from .rejection import draw, try_chain_token, try_child
 
 
 @dataclass
@@ -185,22 +186,18 @@ class PathVerifier:
         left of p: accepted with probability p(t), else t leaves p (renormalized) before the bonus is
         drawn. The chain's token does not depend on the draft's draws, so this last stage keeps the
         token distributed as p: p(t) + 0 for t, and (1 - p(t)) * p(u) / (1 - p(t)) for any other u."""
-        p = torch.softmax(scores.float(), dim=-1)
+        p = torch.softmax(scores.float(), dim=-1)[None]  # one row of the law the device walk runs on a batch
+        offered = torch.ones(1, dtype=torch.bool, device=p.device)
         if children:
-            q = tree.draft_probs[node].float().clone()
+            q = tree.draft_probs[node].float()[None]
             for child in children:
-                token = tree.token_list[child]
-                if float(torch.rand((), device=p.device)) * float(q[token]) < float(p[token]):
-                    return token, child
-                residual = torch.clamp(p - q, min=0)
-                total = residual.sum()
-                p = residual / total if total > 0 else p
-                q[token] = 0
-                q = q / q.sum()
+                token = torch.tensor([tree.token_list[child]], device=p.device)
+                p, q, accepted = try_child(p, q, token, offered, torch.rand(1, device=p.device))
+                if bool(accepted):
+                    return tree.token_list[child], child
         if chain is not None:
-            token = tree.token_list[chain]
-            if float(torch.rand((), device=p.device)) < float(p[token]):
-                return token, chain
-            p[token] = 0
-            p = p / p.sum()
-        return int(torch.multinomial(p, 1)), None
+            token = torch.tensor([tree.token_list[chain]], device=p.device)
+            p, accepted = try_chain_token(p, token, offered, torch.rand(1, device=p.device))
+            if bool(accepted):
+                return tree.token_list[chain], chain
+        return int(draw(p)[0]), None

@@ -1,8 +1,9 @@
 """Recursive rejection sampling over the drafted tree, on the device: a sampled round needs no host
 sync, so it replays as one CUDA graph, as a greedy round does.
 
-The law and the walk's order are the host walk's (``PathVerifier._sample_walk``). At each accepted
-node the draft's children are tried in draw order: child x is accepted with probability
+The law (``rejection.py``, shared with the host walk ``PathVerifier._sample_walk``) and the walk's
+order are the host walk's. At each accepted node the draft's children are tried in draw order: child
+x is accepted with probability
 min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)) and x leaves q. Then the lookup chain's
 token t is tried as a one-hot proposal against what is left of p: accepted with probability p(t),
 else t leaves p. If nothing was accepted, the bonus token is drawn from what is left. While the chain
@@ -28,10 +29,10 @@ from transformers.generation.logits_process import (
 
 from .acceptance import AcceptedPaths, path_kinds
 from .draft_tree import TreeBuffers, TreeLayout
+from .rejection import draw, try_chain_token, try_child
 
 # transformers' warpers whose output row depends on that row's scores only (not on input_ids)
 ROW_WISE_WARPERS = (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper)
-_TINY = torch.finfo(torch.float32).tiny
 
 
 class DeviceWarpers:
@@ -61,21 +62,6 @@ class DeviceWarpers:
         return flat.view(scores.shape)
 
 
-def _try_child(p, q, token, offered, uniform):
-    """One draft child against the row's residual p and its q: (p, q, accepted), rows not
-    ``offered`` unchanged."""
-    p_token = p.gather(1, token[:, None])[:, 0]
-    q_token = q.gather(1, token[:, None])[:, 0]
-    accepted = offered & (uniform * q_token < p_token)
-    rejected = (offered & ~accepted)[:, None]
-    residual = (p - q).clamp_(min=0)
-    total = residual.sum(dim=-1, keepdim=True)
-    p = torch.where(rejected & (total > 0), residual / total.clamp(min=_TINY), p)
-    without = q.scatter(1, token[:, None], 0.0)
-    q = torch.where(rejected, without / without.sum(dim=-1, keepdim=True).clamp(min=_TINY), q)
-    return p, q, accepted
-
-
 def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
     """A node's children in draw order, one depth's slots (B, W) at a time: a slot takes part where
     the row is ``offered`` the draft's side, nothing was accepted yet, and its parent is ``node``.
@@ -85,7 +71,7 @@ def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
     token = torch.zeros_like(node)
     for slot in range(tokens.shape[1]):
         candidate = offered & ~taken & valid[:, slot] & (parents[:, slot] == node)
-        p, q, accepted = _try_child(p, q, tokens[:, slot], candidate, uniforms[:, slot])
+        p, q, accepted = try_child(p, q, tokens[:, slot], candidate, uniforms[:, slot])
         token = torch.where(accepted, tokens[:, slot], token)
         taken = taken | accepted
     return p, token, taken
@@ -103,16 +89,6 @@ def try_children(compiled: bool):
 
 
 _compiled_try_children = None
-
-
-def _try_chain_token(p, token, offered, uniform):
-    """The chain's token as a one-hot proposal: accepted with probability p(token), else it leaves p."""
-    p_token = p.gather(1, token[:, None])[:, 0]
-    accepted = offered & (uniform < p_token)
-    rejected = (offered & ~accepted)[:, None]
-    without = p.scatter(1, token[:, None], 0.0)
-    p = torch.where(rejected, without / without.sum(dim=-1, keepdim=True).clamp(min=_TINY), p)
-    return p, accepted
 
 
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
@@ -149,7 +125,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         if step < layout.lookup:
             chain_slot = layout.lookup_offset + step
             offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
-            p, accepted = _try_chain_token(p, tree.tokens[:, chain_slot], offered, chain_uniforms[:, step])
+            p, accepted = try_chain_token(p, tree.tokens[:, chain_slot], offered, chain_uniforms[:, step])
             token = torch.where(accepted, tree.tokens[:, chain_slot], token)
             taken = taken | accepted
         residual = torch.where((walking & ~taken)[:, None], p, residual)
@@ -175,8 +151,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         on_draft = torch.where(taken, stays, on_draft)
         on_chain = torch.where(taken, chain_stays, on_chain)
         walking = walking & taken
-    # the bonus token, drawn from each row's residual: an exponential race is a draw from p
-    bonus = (residual / -torch.log(torch.rand_like(residual).clamp_(min=_TINY))).argmax(dim=-1)
+    bonus = draw(residual)  # the bonus token, from each row's residual
     emitted.scatter_(1, (count - 1)[:, None], bonus[:, None])
     # a side that held every accepted token: the draft's where it did, else the chain's
     path = torch.where(on_draft[:, None], draft_path, chain_path)
