@@ -153,14 +153,26 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
                   tokens=new, lookup_commits=stats.get("lookup_commits", 0))
     if check_exact:
         start = time.perf_counter()
-        reference = target.generate(ids, **common)[0, ids.shape[1]:].tolist()
+        vanilla = target.generate(ids, **common, return_dict_in_generate=True, output_scores=True)
+        reference = vanilla.sequences[0, ids.shape[1]:].tolist()
         _sync(device)
         record["vanilla_seconds"] = time.perf_counter() - start
+        record.update(target_confidence(vanilla.scores))
         record["identical"] = reference == new
         if not record["identical"]:
             record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
                                               min(len(new), len(reference)))
     return record
+
+
+def target_confidence(scores) -> dict:
+    """How sure the target itself is of its greedy tokens (the steps' scores of plain generate): the mean
+    probability of the token it chose and the mean entropy in nats. A draft cannot be accepted more
+    often than a less certain target lets it; paired with tau, this says whether a length is harder
+    for the target or for the draft."""
+    probs = torch.softmax(torch.stack([step[0] for step in scores]).float(), dim=-1)
+    entropy = -(probs * torch.log(probs.clamp(min=1e-30))).sum(dim=-1)
+    return {"target_top1_prob": float(probs.max(dim=-1).values.mean()), "target_entropy": float(entropy.mean())}
 
 
 def summarize(records: list[dict], depth: int) -> list[dict]:
@@ -176,7 +188,11 @@ def summarize(records: list[dict], depth: int) -> list[dict]:
                 for emitted, n in r["histogram"].items():
                     pooled[int(emitted)] = pooled.get(int(emitted), 0) + n
             checked = [r["identical"] for r in group if "identical" in r]
+            sure = [r["target_top1_prob"] for r in group if "target_top1_prob" in r]
             rows.append({"length": length, "kind": kind, "n": len(group),
+                         "target_top1_prob": statistics.fmean(sure) if sure else None,
+                         "target_entropy": statistics.fmean(r["target_entropy"] for r in group if "target_entropy" in r)
+                         if sure else None,
                          "tau_mean": statistics.fmean(r["tau"] for r in group),
                          "tau_min": min(r["tau"] for r in group), "tau_max": max(r["tau"] for r in group),
                          "histogram": dict(sorted(pooled.items())), "depth": depth_acceptance(pooled, depth),
@@ -215,11 +231,12 @@ def goals(rows: list[dict]) -> dict:
 
 def markdown(rows: list[dict], depth: int) -> str:
     head = "| context | kind | n | tau mean | tau min-max | " + " | ".join(f"accept d{d}" for d in range(1, depth + 1))
-    lines = [head + " | exact vs greedy |", "|---|---|---|---|---|" + "---|" * depth + "---|"]
+    lines = [head + " | exact vs greedy | target p(its token) / entropy |", "|---|---|---|---|---|" + "---|" * depth + "---|---|"]
     for row in rows:
         accept = " | ".join("-" if a is None else f"{a:.2f}" for a in row["depth"]["accept"])
+        sure = "-" if row.get("target_top1_prob") is None else f"{row['target_top1_prob']:.2f} / {row['target_entropy']:.2f}"
         lines.append(f"| {row['length']} | {row['kind']} | {row['n']} | {row['tau_mean']:.2f} | "
-                     f"{row['tau_min']:.2f}-{row['tau_max']:.2f} | {accept} | {row['exact'] or 'not checked'} |")
+                     f"{row['tau_min']:.2f}-{row['tau_max']:.2f} | {accept} | {row['exact'] or 'not checked'} | {sure} |")
     return "\n".join(lines)
 
 

@@ -2,8 +2,10 @@
 
 import importlib.util
 import json
+import math
 
 import pytest
+import torch
 
 from conftest import load_script
 
@@ -72,11 +74,20 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     for run in result["runs"]:
         assert run["tau"] >= 1.0 and run["identical"] is True  # float32: the same tokens as greedy
         assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 4
+        assert 0 < run["target_top1_prob"] <= 1 and run["target_entropy"] >= 0  # from the vanilla pass
     assert all(row["exact"] == "1/1" for row in result["rows"]) and result["goals"]["chat_tau"] >= 1.0
     assert "| 96 | chat | 1 |" in (tmp_path / "tau_curve.md").read_text()
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "tau_curve.png").stat().st_size > 0
 
+
+
+def test_target_confidence_is_the_mean_probability_and_entropy_of_its_steps(tau_curve):
+    """Two generate steps of one row: a flat step (p = 1/4 each, entropy log 4) and a nearly certain one."""
+    flat, sure = torch.zeros(1, 4), torch.tensor([[40.0, 0.0, 0.0, 0.0]])
+    result = tau_curve.target_confidence((flat, sure))
+    assert result["target_top1_prob"] == pytest.approx((0.25 + 1.0) / 2)
+    assert result["target_entropy"] == pytest.approx(math.log(4) / 2, abs=1e-6)
 
 def test_a_kind_without_enough_local_text_is_skipped_and_recorded(tau_curve, embedded, monkeypatch):
     """On a machine with too little eval text of one kind, the other kinds still get their prompts and
