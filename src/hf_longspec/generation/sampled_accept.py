@@ -3,11 +3,11 @@ sync, so it replays as one CUDA graph, as a greedy round does.
 
 The law (``rejection.py``, shared with the host walk ``PathVerifier._sample_walk``) and the walk's
 order are the host walk's. At each accepted node the draft's children are tried in draw order: child
-x is accepted with probability
-min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)) and x leaves q. Then the lookup chain's
-token t is tried as a one-hot proposal against what is left of p: accepted with probability p(t),
-else t leaves p. If nothing was accepted, the bonus token is drawn from what is left. While the chain
-holds the path's tokens the walk stands on both sides, so the chain never costs the draft a child.
+x is accepted with probability min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)) and x leaves
+q. Then the lookup chain's token t is tried as a one-hot proposal against what is left of p:
+accepted with probability p(t), else t leaves p. If nothing was accepted, the bonus token is drawn
+from what is left. While the chain holds the path's tokens the walk stands on both sides, so the
+chain never costs the draft a child.
 
 Static shapes: every row tries every slot of every depth, and a slot that is not a child of the row's
 current node, or a row that has stopped, changes nothing. The uniforms are drawn up front.
