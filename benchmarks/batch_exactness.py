@@ -29,17 +29,6 @@ from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 FORMS = {"default": {}, "tree": {"longspec_lookup_tokens": 0}}
 
 
-def left_padded(prompts: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) of prompts of unequal lengths, padded on the left as transformers batches."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=device)
-    mask = torch.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(prompt, device=device)
-        mask[row, width - len(prompt):] = 1
-    return ids, mask
-
-
 def compare(target, draft, ids, mask, new_tokens: int, form: str) -> dict:
     target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention
     vanilla = target.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False)
@@ -72,7 +61,8 @@ def main(argv=None) -> int:
     per_length = -(-batch // len(lengths))
     pools = {n: build_workloads(tokenizer, [n], ["code", "prose"], -(-per_length // 2), seed=0) for n in lengths}
     prompts = [pools[lengths[r % len(lengths)]][r // len(lengths)].input_ids for r in range(batch)]
-    ids, mask = left_padded(prompts, tokenizer.eos_token_id, device)
+    padded = tokenizer.pad({"input_ids": [list(p) for p in prompts]}, padding_side="left", return_tensors="pt")
+    ids, mask = padded["input_ids"].to(device), padded["attention_mask"].to(device)
     results = []
     for form in args.forms:
         result = compare(target, draft, ids, mask, new_tokens, form)

@@ -49,7 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--no-compile", action="store_true",
                         help="CUDA: LongSpec rounds captured as graphs without torch.compile. Compiling costs "
                              "35-45 s per new shape (batches of other prompt lengths, the last smaller batch) "
-                             "before the first answer; in the tenth session it took the whole 110 s budget")
+                             "before the first answer; in the tenth session it most likely took the whole 110 s budget")
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds: start no new group of batches after this, and write what was answered "
                              "(a device call's time limit then loses nothing)")

@@ -210,8 +210,7 @@ def test_batch_exactness_compares_a_left_padded_batch_with_vanilla(embedded, tmp
         return output
 
     monkeypatch.setattr(type(model), "generate", one_token_off)
-    width = 96
-    off = script.compare(model, script.load_embedded_draft(model), *script.left_padded([[5] * width, [6] * 64], 0, "cpu"),
-                         8, "tree")
+    batch = embedded[1].pad({"input_ids": [[5] * 96, [6] * 64]}, padding_side="left", return_tensors="pt")
+    off = script.compare(model, script.load_embedded_draft(model), batch["input_ids"], batch["attention_mask"], 8, "tree")
     model.set_attn_implementation(attention_before)
     assert [row["first_difference"] for row in off["rows"]] == [None, 5] and off["equal_rows"] == 1
