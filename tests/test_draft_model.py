@@ -277,3 +277,59 @@ def test_decode_steps_equal_a_float64_reference_written_from_the_math():
         h = h + w["mlp.down_proj.weight"] @ (torch.nn.functional.silu(gate) * up)
         reference = lm_head @ _rms(h, w["norm.weight"], eps)
         assert (got[n].double() - reference).norm() / reference.norm() < 1e-5, f"depth {n}"
+
+
+def test_length_scaled_cross_attention_follows_the_math_and_decodes_as_it_trains():
+    """cross_attention_length_scale=n0: head h's queries are scaled by 1 + g_h ln(n / n0), n = the
+    target entries read. Decoding (n = the committed length) equals plain float64 math and the
+    training forward at the same position (n = i - shift + 1); gains of zero change nothing."""
+    target = tiny_llama(layers=2)
+    plain = LongSpecDraftModel.from_target(target, sliding_window=16)
+    with torch.no_grad():
+        for p in plain.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    scaled = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=8)
+    missing = scaled.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert missing == ["cross_attn.length_gain"] and torch.all(scaled.cross_attn.length_gain == 0)
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(1))
+    position = 50
+    assert torch.equal(_decode_root(scaled, target, ids, position)[0], _decode_root(plain, target, ids, position)[0])
+
+    gains = torch.tensor([0.4, -0.3, 0.8, 0.1])
+    with torch.no_grad():
+        scaled.cross_attn.length_gain.copy_(gains)
+    got, _ = _decode_root(scaled, target, ids, position)
+    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
+    # the training forward at the same position, float64
+    target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(scaled).double()
+    draft64.bind(target64)
+    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
+    with torch.no_grad():
+        ref = draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+    # the cross-attention itself against the formula, float64
+    cache, keys, values = _target_kv(target, ids[:, :30], scaled.target_layer_index)
+    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[30, 31]])
+    cos, sin = scaled.rotary_emb(positions, hidden.dtype)
+    with torch.no_grad():
+        out = scaled.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
+        attn = copy.deepcopy(scaled.cross_attn).double()
+        q = attn.project_q(hidden.double(), cos.double(), sin.double())  # (1, 4, 2, 16)
+        q = q * (1 + gains.double()[:, None, None] * torch.log(torch.tensor(30 / 8, dtype=torch.float64)))
+        k, v = keys.double().repeat_interleave(2, dim=1), values.double().repeat_interleave(2, dim=1)
+        expected = attn.output(torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1) @ v)
+    assert (out.double() - expected).norm() / expected.norm() < 1e-5
+    # a tensor-parallel rank scales its own block of heads by their own gains: the ranks' sum is the whole
+    from hf_longspec.tensor_parallel import HeadShard
+
+    class LocalShard(HeadShard):
+        def all_reduce(self, partial):
+            return partial  # summed below, as the ranks' all-reduce would
+
+    with torch.no_grad():
+        parts = [scaled.cross_attn.forward_step(hidden, cos, sin, keys[:, r : r + 1], values[:, r : r + 1],
+                                                torch.tensor([30]), LocalShard(r, 2, None)) for r in (0, 1)]
+    torch.testing.assert_close(parts[0] + parts[1], out)
+    with pytest.raises(ValueError, match="cross_attention_length_scale must be None"):
+        LongSpecDraftModel.from_target(target, cross_attention_length_scale=0)

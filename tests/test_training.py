@@ -97,6 +97,68 @@ def test_trainer_smoke_loss_goes_down_and_resume(tmp_path):
     assert max(entry.get("step", 0) for entry in log) == 130
 
 
+def _kl_target_to_draft(target, draft, ids) -> float:
+    """Mean over positions of KL(target's next-token distribution || the draft's), shift 1."""
+    import torch.nn.functional as F
+    from transformers import DynamicCache
+
+    from hf_longspec.target_support import cache_argument_name, target_layer_kv
+
+    with torch.no_grad():
+        cache = DynamicCache(config=target.config)
+        target_logits = target(ids, use_cache=True, **{cache_argument_name(target): cache}).logits
+        keys, values = target_layer_kv(cache, draft.target_layer_index)
+        draft_logits = draft(ids, keys, values, noise_shift=1).logits
+    return float(F.kl_div(draft_logits.log_softmax(-1), target_logits.log_softmax(-1), log_target=True,
+                          reduction="none").sum(-1).mean())
+
+
+def test_soft_distillation_trains_on_the_targets_whole_distribution(tmp_path):
+    """distill="soft": the labels are the target's next-token probabilities (position 0 none), the loss
+    is -sum p log q over them, and training on it brings the draft's distribution closer to the
+    target's (KL) than the same run on the target's argmax does."""
+    import torch.nn.functional as F
+    from transformers import TrainingArguments
+
+    from hf_longspec.training.trainer import LongSpecTrainer
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16)
+    args = TrainingArguments(output_dir=str(tmp_path / "args"), use_cpu=True, report_to="none")
+    soft = LongSpecTrainer(model=draft, args=args, target=target, distill="soft")
+    hard = LongSpecTrainer(model=draft, args=args, target=target, distill="argmax")
+    ids = torch.randint(0, 257, (2, 24), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(24)[None].expand(2, -1)
+    keys, values, probs = soft.target_signals(draft, ids, positions)
+    _, _, argmax = hard.target_signals(draft, ids, positions)
+    with torch.no_grad():
+        expected = target(ids).logits[:, :-1].softmax(-1)
+    assert probs.shape == (2, 24, 257) and torch.all(probs[:, 0] == 0)
+    assert torch.allclose(probs[:, 1:], expected, atol=1e-6)
+    assert torch.equal(probs[:, 1:].argmax(-1), argmax[:, 1:])
+    # the loss the trainer optimizes is the cross-entropy against those probabilities
+    soft.target_signals = lambda model, input_ids, position_ids: (keys, values, probs)
+    loss = soft.compute_loss(draft, {"input_ids": ids, "position_ids": positions, "noise_shift": torch.tensor(1)})
+    logits = draft(ids, keys, values, positions, noise_shift=1).logits
+    by_hand = -(expected * logits[:, :-1].float().log_softmax(-1)).sum(-1).mean()
+    assert torch.allclose(loss, by_hand, rtol=1e-5, atol=0)
+
+    def train(distill):
+        recipe = TrainRecipe(
+            output_dir=str(tmp_path / distill), max_steps=40, seq_len=32, batch_size=4, learning_rate=1e-2,
+            warmup_steps=0, max_tokens=20_000, save_steps=10**6, logging_steps=1, distill=distill,
+            kinds=["prose"], draft_overrides={"sliding_window": 16},
+        )
+        torch.manual_seed(0)
+        return train_draft(target, ByteTokenizer(), recipe, progress=False)
+
+    start = _kl_target_to_draft(target, LongSpecDraftModel.from_target(target, sliding_window=16).bind(target), ids)
+    soft_kl, argmax_kl = (_kl_target_to_draft(target, train(distill), ids) for distill in ("soft", "argmax"))
+    assert soft_kl < start - 0.1 and soft_kl < argmax_kl - 0.05, (start, soft_kl, argmax_kl)
+    recorded = json.loads((tmp_path / "soft" / "final" / "training_recipe.json").read_text())
+    assert recorded["distill"] == "soft"
+
+
 class _StopAfter(TrainerCallback):
     """Interrupts a run after `step` optimizer steps (the checkpoint of that step is written first)."""
 
@@ -226,6 +288,45 @@ def test_a_wider_mlp_grows_from_a_saved_draft_computing_the_same_and_trains_on(t
     with pytest.raises(TrainingRecipeError, match=rf"intermediate_size={width // 2} is narrower than the draft's MLP"):
         train_draft(target, ByteTokenizer(), recipe("narrow", width // 2), progress=False)
     assert not (tmp_path / "narrow" / "final").exists()
+
+def test_length_scaling_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp_path):
+    """draft_overrides cross_attention_length_scale on an init_draft without it: the same logits at
+    first (gains zero), training moves the gains, the saved draft reloads with them and decodes
+    equal to vanilla; another n0 than a draft's own is refused by name."""
+    from hf_longspec.training.run import initial_draft
+    from hf_longspec.training.widen import add_length_scaling
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    torch.manual_seed(0)
+    LongSpecDraftModel.from_target(target, initializer_range=0.2).save_pretrained(tmp_path / "saved")
+    saved = LongSpecDraftModel.from_pretrained(str(tmp_path / "saved"), dtype=torch.float32).bind(target)
+
+    def recipe(name, scale):
+        return TrainRecipe(output_dir=str(tmp_path / name), max_steps=6, seq_len=32, batch_size=2, warmup_steps=0,
+                           learning_rate=1e-2, max_tokens=20_000, save_steps=10**6, logging_steps=1, kinds=["prose"],
+                           init_draft=str(tmp_path / "saved"), draft_overrides={"cross_attention_length_scale": scale})
+
+    grown = initial_draft(target, recipe("grown", 16)).bind(target)
+    assert grown.config.cross_attention_length_scale == 16 and torch.all(grown.cross_attn.length_gain == 0)
+    ids = torch.randint(0, 257, (2, 24))
+    keys, values = torch.randn(2, 2, 24, 8), torch.randn(2, 2, 24, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids, keys, values, noise_shift=2).logits,
+                                   saved(ids, keys, values, noise_shift=2).logits)
+
+    train_draft(target, ByteTokenizer(), recipe("scaled", 16), progress=False)
+    scaled = LongSpecDraftModel.from_pretrained(str(tmp_path / "scaled" / "final"), dtype=torch.float32).bind(target)
+    assert scaled.config.cross_attention_length_scale == 16 and scaled.cross_attn.length_gain.abs().min() > 0
+    prompt = torch.randint(0, 257, (1, 40))
+    vanilla = target.generate(prompt, max_new_tokens=16, do_sample=False)
+    assert torch.equal(target.generate(prompt, assistant_model=scaled, max_new_tokens=16, do_sample=False), vanilla)
+
+    with pytest.raises(TrainingRecipeError, match="cross_attention_length_scale=32 asked of a draft trained with 16"):
+        add_length_scaling(scaled, 32)
+    with pytest.raises(TrainingRecipeError, match="cross_attention_length_scale must be None"):
+        add_length_scaling(saved, -1)
+    assert saved.config.cross_attention_length_scale is None and saved.cross_attn.length_gain is None
+
 
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint

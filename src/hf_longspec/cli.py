@@ -81,8 +81,10 @@ def _check_positive(**values) -> None:
 
 def draft_overrides(args) -> dict:
     """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
-    its own window and MLP width otherwise (a wider --intermediate-size grows its MLP: training/widen.py)."""
-    asked = {"sliding_window": args.sliding_window, "intermediate_size": args.intermediate_size}
+    its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
+    --cross-attention-length-scale adds the learned length temperature: training/widen.py)."""
+    asked = {"sliding_window": args.sliding_window, "intermediate_size": args.intermediate_size,
+             "cross_attention_length_scale": args.cross_attention_length_scale}
     return {name: value for name, value in asked.items() if value is not None}
 
 
@@ -224,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-tokens", type=int, default=20_000_000)
     train.add_argument("--no-anchor-offset", action="store_true")
     train.add_argument("--no-noisy", action="store_true")
-    train.add_argument("--distill", choices=["argmax", "none"], default="argmax")
+    train.add_argument("--distill", choices=["argmax", "soft", "none"], default="argmax",
+                       help="labels: the target's greedy tokens, its whole distribution (soft), or the text")
     train.add_argument("--rollout-steps", type=int, default=1,
                        help="multi-step rollout: steps 2..K feed the draft its own argmax, as tree depths 2..K do "
                             "(1 = teacher-forced only; docs/training.md)")
@@ -234,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--intermediate-size", type=int, default=None,
                        help="the width of the draft's MLP (default: the target's for a new draft, the --init-draft's "
                             "own; wider than the --init-draft's grows it, computing the same at first)")
+    train.add_argument("--cross-attention-length-scale", type=int, default=None, metavar="N0",
+                       help="learn a per-head log-length temperature in the cross-attention, 1 at N0 target "
+                            "entries (default: off for a new draft, the --init-draft's own; added to a draft "
+                            "without it, computing the same at first)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

@@ -52,6 +52,11 @@ class LongSpecDraftConfig(PretrainedConfig):
       nodes; on the H200 (SmolLM2, 8k) 16 rows of 69 nodes ran at 1.36x vanilla, of 32 nodes at 2.13x.
     - tree_ladder: smaller trees, largest first. Under a node budget smaller than tree_widths (the caps
       above, or a long context: generation/tree_budget.py) the draft uses the largest that fits.
+    - cross_attention_length_scale: None (off), or n0 > 0: each cross-attention head h scales its
+      queries by 1 + g_h ln(n / n0), n = the target entries the query reads, g_h learned (zero at
+      first). Attention over 8000 keys is flatter than over the 2048 a draft trained on (its
+      prose tau drops at 8k while the target is as sure as at 2k: docs/training.md); a learned
+      log-length temperature lets one head be as sharp at 8k as at 2k.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
@@ -84,6 +89,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         tree_batch_nodes: int | None = 512,
         tree_ladder: list[list[int]] | tuple[tuple[int, ...], ...] = DEFAULT_TREE_LADDER,
         lookup_tokens: int = 0,
+        cross_attention_length_scale: int | None = None,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -109,6 +115,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_batch_nodes = tree_batch_nodes
         self.tree_ladder = [list(tree) for tree in tree_ladder or ()]  # None: no ladder
         self.lookup_tokens = lookup_tokens
+        self.cross_attention_length_scale = cross_attention_length_scale
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -139,6 +146,10 @@ class LongSpecDraftConfig(PretrainedConfig):
         if not is_lookup_length(self.lookup_tokens):
             raise ValueError(f"lookup_tokens must be an int from 0 to {MAX_LOOKUP_TOKENS} (0: no prompt-lookup "
                              f"chain), got {self.lookup_tokens!r}")
+        scale = self.cross_attention_length_scale
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int) or scale < 1):
+            raise ValueError(f"cross_attention_length_scale must be None (off) or a positive int (the key count "
+                             f"n0 at which the learned scaling is 1), got {scale!r}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 

@@ -164,6 +164,19 @@ class LongSpecCrossAttention(nn.Module):
         self.scaling = config.head_dim**-0.5
         self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=config.attention_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+        # optional learned log-length temperature per head (config.cross_attention_length_scale)
+        self.length_scale = config.cross_attention_length_scale
+        self.length_gain = nn.Parameter(torch.zeros(self.num_heads)) if self.length_scale else None
+
+    def scale_by_length(self, query: torch.Tensor, keys_read: torch.Tensor,
+                        heads: tuple[int, int] | None = None) -> torch.Tensor:
+        """query (B, H, S, D) times 1 + g_h ln(n / n0), n = keys_read (broadcast to (B, 1, S, 1)):
+        how many target entries each query reads. Unchanged when the option is off."""
+        if self.length_gain is None:
+            return query
+        gain = self.length_gain if heads is None else self.length_gain[heads[0] : heads[1]]
+        log_ratio = torch.log(keys_read.clamp(min=1).to(torch.float32) / self.length_scale)
+        return query * (1 + gain.float()[:, None, None] * log_ratio).to(query.dtype)
 
     def _head_features(self, heads: tuple[int, int]) -> slice:
         return slice(heads[0] * self.head_dim, heads[1] * self.head_dim)
@@ -197,8 +210,9 @@ class LongSpecCrossAttention(nn.Module):
         seq = hidden.shape[1]
         out = query.new_zeros(query.shape)
         if shift < seq:
+            keys_read = torch.arange(1, seq - shift + 1, device=query.device)[None, None, :, None]
             out[:, :, shift:] = attend(
-                query[:, :, shift:],
+                self.scale_by_length(query[:, :, shift:], keys_read),
                 target_keys[:, :, : seq - shift],
                 target_values[:, :, : seq - shift],
                 is_causal=True,
@@ -216,7 +230,8 @@ class LongSpecCrossAttention(nn.Module):
         from .attention.prefix import grouped_prefix_attention_varlen
 
         heads = shard.head_range(self.num_heads) if shard is not None else None
-        query = self.project_q(hidden, cos, sin, heads).to(target_keys.dtype)
+        query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), target_lengths[:, None, None, None], heads)
+        query = query.to(target_keys.dtype)
         out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
         out = self.output(out.flatten(1, 2), heads)
         return shard.all_reduce(out) if shard is not None else out
@@ -237,6 +252,8 @@ class LongSpecPreTrainedModel(PreTrainedModel):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, LongSpecRMSNorm):
             nn.init.ones_(module.weight)
+        elif isinstance(module, LongSpecCrossAttention) and module.length_gain is not None:
+            nn.init.zeros_(module.length_gain)  # scaling 1 at every length: the plain cross-attention
         elif isinstance(module, LongSpecRotaryEmbedding):
             module.reset_buffers()
 
@@ -389,7 +406,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         target_keys/values: (B, H_kv, S, D) of target layer `target_layer_index` computed with the
         same position_ids. noise_shift d >= 1: position i may read target K/V only up to i - d,
         as at inference where the newest 1..depth+1 entries are not verified yet.
-        labels follow the transformers convention (unshifted; -100 = ignore).
+        labels follow the transformers convention (unshifted; -100 = ignore), or are (B, S, vocab)
+        probabilities of each token (soft labels, `_next_token_loss`).
         rollout_steps K > 1: also train on the draft's own predictions (`_rollout`); the loss is
         the decay-weighted mean of the K steps' losses. K = 1 is the teacher-forced forward alone.
         """
@@ -546,10 +564,13 @@ def _comparable_rope(params: dict) -> dict:
 
 
 def _next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of position i's logits against labels[i + 1] (labels unshifted; -100 = ignore)."""
-    return F.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
-    )
+    """Cross-entropy of position i's logits against labels[i + 1] (labels unshifted). Token ids
+    (B, S), -100 = ignore; or probabilities (B, S, vocab), the target's whole next-token
+    distribution (soft labels: the forward KL to the target plus its entropy, a constant)."""
+    vocab = logits.shape[-1]
+    if labels.is_floating_point():
+        return F.cross_entropy(logits[:, :-1].reshape(-1, vocab).float(), labels[:, 1:].reshape(-1, vocab).float())
+    return F.cross_entropy(logits[:, :-1].reshape(-1, vocab).float(), labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
 def rollout_self_attention_mask(position_ids: torch.Tensor, step: int, window: int) -> torch.Tensor:

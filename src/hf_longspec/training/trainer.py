@@ -17,12 +17,14 @@ from transformers import Trainer, TrainerCallback
 
 from ..target_support import cache_argument_name, target_layer_kv
 
-DISTILL_MODES = ("none", "argmax")
+DISTILL_MODES = ("none", "argmax", "soft")
 
 
 class LongSpecTrainer(Trainer):
     """Trains a bound LongSpecDraftModel. `distill`: 'none' = labels are the text's next tokens;
-    'argmax' = labels are the target's own greedy predictions (what verification accepts).
+    'argmax' = labels are the target's own greedy predictions (what verification accepts);
+    'soft' = labels are the target's whole next-token distribution (as EAGLE-3 / SpecForge train):
+    it also teaches the draft the target's runners-up, which the tree's top-k children draft.
     `rollout_steps` K > 1: multi-step rollout (the draft also trains on its own predictions for
     depths 2..K, `LongSpecDraftModel._rollout`), losses weighted by `rollout_decay` ** (k - 1);
     each step's loss is logged as `loss_step_k`."""
@@ -78,13 +80,18 @@ class LongSpecTrainer(Trainer):
             input_ids=input_ids,
             position_ids=position_ids,
             use_cache=True,
-            logits_to_keep=0 if self.distill == "argmax" else 1,
+            logits_to_keep=1 if self.distill == "none" else 0,
             **{cache_argument_name(self.target): cache},
         )
         keys, values = target_layer_kv(cache, _unwrap(model).target_layer_index)
         if self.distill == "argmax":
             labels = torch.full_like(input_ids, -100)
             labels[:, 1:] = out.logits[:, :-1].argmax(dim=-1)
+        elif self.distill == "soft":
+            # labels[i] = the target's distribution of token i (position 0 has none: zeros, never read)
+            # (kept in the target's dtype: bf16 on the GPU halves the B x S x vocab tensor)
+            probs = out.logits[:, :-1].softmax(dim=-1, dtype=torch.float32).to(out.logits.dtype)
+            labels = torch.nn.functional.pad(probs, (0, 0, 1, 0))
         else:
             labels = input_ids
         return keys, values, labels

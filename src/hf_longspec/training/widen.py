@@ -1,4 +1,5 @@
-"""Grow a trained draft's MLP without changing what it computes, so a fine-tune adds capacity to it.
+"""Grow a trained draft without changing what it computes, so a fine-tune adds capacity to it: a wider
+MLP (`widen_mlp`), or the cross-attention's learned log-length temperature (`add_length_scaling`).
 
 The new hidden units get random input rows (gate and up, at the config's initializer_range) and zero
 output columns (down): they add nothing until training moves those columns, so the widened draft
@@ -40,4 +41,27 @@ def widen_mlp(draft: LongSpecDraftModel, intermediate_size: int, seed: int = 0) 
     mlp.up_proj = grown(mlp.up_proj, intermediate_size, hidden, torch.randn(extra, hidden, generator=generator) * std, 0)
     mlp.down_proj = grown(mlp.down_proj, hidden, intermediate_size, torch.zeros(hidden, extra), 1)
     draft.config.intermediate_size = intermediate_size
+    return draft
+
+
+def add_length_scaling(draft: LongSpecDraftModel, length_scale: int) -> LongSpecDraftModel:
+    """`draft` with `cross_attention_length_scale = length_scale` (configuration_longspec.py), in place:
+    its per-head gains start at zero, where the scaling is 1 at every length, so it computes the same."""
+    if draft.config.cross_attention_length_scale is not None:
+        if draft.config.cross_attention_length_scale != length_scale:
+            raise TrainingRecipeError(
+                f"cross_attention_length_scale={length_scale} asked of a draft trained with "
+                f"{draft.config.cross_attention_length_scale}; allowed: its own value (the gains it learned "
+                "belong to that n0)")
+        return draft
+    draft.config.cross_attention_length_scale = length_scale
+    try:
+        draft.config._validate_longspec_fields()
+    except ValueError as error:  # refused by name, the draft left as it was
+        draft.config.cross_attention_length_scale = None
+        raise TrainingRecipeError(str(error)) from None
+    attention = draft.cross_attn
+    attention.length_scale = length_scale
+    weight = attention.q_proj.weight
+    attention.length_gain = nn.Parameter(torch.zeros(attention.num_heads, device=weight.device, dtype=weight.dtype))
     return draft
