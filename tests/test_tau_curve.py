@@ -152,3 +152,27 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
     assert lookup.lookup_tau(prompt, [10, 11, 12, 13, 14, 15, 16, 17, 10, 11, 12, 13, 14], depth=5) == 12 / 2
     # nothing recurs: every round yields the target's own token only
     assert lookup.lookup_tau([1, 2, 3], [4, 5, 6, 7], depth=5) == 1.0
+
+
+def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_says():
+    """benchmarks/draft_context_probe.py: its unrestricted reading is the draft's training forward
+    (also with a learned length temperature), and `recent` keeps the anchors and the last R entries
+    a query may read, nothing else."""
+    from conftest import tiny_llama
+    from hf_longspec import LongSpecDraftModel
+
+    probe = load_script("benchmarks/draft_context_probe.py")
+    mask = probe.cross_attention_mask(seq=12, queries=3, shift=2, recent=4, anchors=2)
+    assert [row.nonzero().flatten().tolist() for row in mask] == [[0, 1, 4, 5, 6, 7], [0, 1, 5, 6, 7, 8],
+                                                                   [0, 1, 6, 7, 8, 9]]
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=32)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    ids = torch.randint(0, 96, (1, 100), generator=torch.Generator().manual_seed(0))
+    probe.check_against_training_forward(draft, target, ids, shift=2)  # raises on a mismatch
+    _, keys, values = probe.target_pass(target, ids, draft.target_layer_index)
+    whole = probe.draft_logits(draft, ids, keys, values, 8, 2, None)
+    assert torch.equal(probe.draft_logits(draft, ids, keys, values, 8, 2, 100), whole)
+    assert not torch.allclose(probe.draft_logits(draft, ids, keys, values, 8, 2, 4), whole, atol=1e-4)
