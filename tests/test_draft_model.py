@@ -101,6 +101,16 @@ def test_ring_buffer_state_is_constant_in_context_length():
     assert long.positions.max().item() == 8191 and long.positions.min().item() == 8192 - 64
 
 
+def _training_forward_at(draft, target, ids, position):
+    """float64 logits of the draft's training forward (noise shift 1) at `position`: what a root drafted
+    there must give."""
+    target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(draft).double()
+    draft64.bind(target64)
+    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
+    with torch.no_grad():
+        return draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
+
+
 def test_decoding_equals_float64_whole_sequence_reference_beyond_the_window():
     """A root drafted against the ring buffer and live cache equals the training forward (noise
     shift 1: the root's own target K/V is not cached yet) computed in float64."""
@@ -112,12 +122,7 @@ def test_decoding_equals_float64_whole_sequence_reference_beyond_the_window():
     ids = torch.randint(0, 96, (1, 60))
     position = 50  # well past the window: only positions 35..50 may be seen
     got, _ = _decode_root(draft, target, ids, position)
-
-    target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(draft).double()
-    draft64.bind(target64)
-    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
-    with torch.no_grad():
-        ref = draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
+    ref = _training_forward_at(draft, target, ids, position)
     assert (got.double() - ref).norm() / ref.norm() < 1e-5
 
     # tokens outside the window must not matter; tokens inside must
@@ -300,12 +305,7 @@ def test_length_scaled_cross_attention_follows_the_math_and_decodes_as_it_trains
         scaled.cross_attn.length_gain.copy_(gains)
     got, _ = _decode_root(scaled, target, ids, position)
     assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
-    # the training forward at the same position, float64
-    target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(scaled).double()
-    draft64.bind(target64)
-    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
-    with torch.no_grad():
-        ref = draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
+    ref = _training_forward_at(scaled, target, ids, position)  # the training forward there, float64
     assert (got.double() - ref).norm() / ref.norm() < 1e-5
 
     # the cross-attention itself against the formula, float64
