@@ -37,7 +37,8 @@ from transformers import DynamicCache
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tau_curve import build_prompts  # noqa: E402  (the same prompts as the tau curve)
 
-from hf_longspec.embedded import load_embedded_draft, load_embedded_target  # noqa: E402
+from hf_longspec.demo import load_draft_for  # noqa: E402
+from hf_longspec.embedded import load_embedded_target  # noqa: E402
 from hf_longspec.modeling_longspec import attend  # noqa: E402
 from hf_longspec.target_support import cache_argument_name, target_layer_kv  # noqa: E402
 
@@ -93,7 +94,7 @@ def agreement(draft_out: torch.Tensor, target_out: torch.Tensor) -> dict:
 
 def check_against_training_forward(draft, target, ids: torch.Tensor, shift: int) -> None:
     """The unrestricted reading must be the draft's own training forward (same modules, same math)."""
-    logits, keys, values = target_pass(target, ids, draft.target_layer_index)
+    _, keys, values = target_pass(target, ids, draft.target_layer_index)
     mine = draft_logits(draft, ids, keys, values, 64, shift, None)
     with torch.no_grad():
         theirs = draft(ids, keys, values, noise_shift=shift).logits[0, -64:]
@@ -167,7 +168,7 @@ def main(argv=None) -> dict:
                              "(N replaces --queries): the text speculation drafts, not the prompt's own")
     parser.add_argument("--continue-from", choices=("long", "short"), default="long",
                         help="whose continuation --continuation appends: the long prompt's (default) or the short one's")
-    parser.add_argument("--draft", default="embedded")
+    parser.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a draft folder")
     args = parser.parse_args(argv)
     short, long = args.lengths
     if args.continuation:
@@ -177,9 +178,7 @@ def main(argv=None) -> dict:
 
     torch.manual_seed(0)
     target, tokenizer = load_embedded_target(dtype=torch.float32)
-    draft = load_embedded_draft(target) if args.draft == "embedded" else \
-        __import__("hf_longspec").LongSpecDraftModel.from_pretrained(args.draft, dtype=torch.float32).bind(target)
-    draft.eval()
+    draft, draft_source = load_draft_for(target, args.draft)
     prompts = build_prompts(tokenizer, [short, long], args.kinds, args.prompts, align="end")
     check_against_training_forward(draft, target, torch.tensor([prompts[0]["input_ids"][-512:]]), shift=2)
 
@@ -194,7 +193,7 @@ def main(argv=None) -> dict:
             print(f"{kind}-{index}: {json.dumps(results[-1]['shift 1'])} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
     labels = [f"{short}", f"{long}", f"{long}, recent {args.recent}"]
-    report = {"settings": vars(args), "results": results, "seconds": time.perf_counter() - started,
+    report = {"settings": vars(args), "draft": draft_source, "results": results, "seconds": time.perf_counter() - started,
               "table": table(results, args.shifts, labels)}
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r for r in results if r["kind"] == kind]
