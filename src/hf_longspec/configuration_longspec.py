@@ -56,8 +56,8 @@ class LongSpecDraftConfig(PretrainedConfig):
       queries by 1 + g_h ln(n / n0), n = the target entries the query reads, g_h learned (zero at
       first): a head may then be as sharp over 8000 keys as over the 2048 it trained on. Measured
       (docs/training.md, twelfth session): a fine-tune with it beat the shipped draft by +0.02 tau,
-      within the spread of its seeds, and the
-      gains stayed near zero, so more keys are not what costs prose its tau at 8k. Off by default.
+      within the spread of its seeds, and the gains stayed near zero, so more keys are not what
+      costs prose its tau at 8k. Off by default.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
