@@ -80,7 +80,12 @@ def draft_logits(draft, ids: torch.Tensor, keys, values, queries: int, shift: in
     query = attention.project_q(draft.cross_attn_layernorm(hidden), cos, sin)
     query = attention.scale_by_length(query, mask.sum(-1)[None, None, :, None])  # a no-op unless the draft learned one
     read = attend(query, keys, values, mask=mask[None, None], scale=attention.scaling)
-    hidden = hidden + attention.output(read)
+    read = attention.output(read)
+    if attention.entry_proj is not None:  # the direct read of entry i - shift (configuration_longspec.py)
+        index = torch.arange(seq - queries, seq)[None] - shift
+        entry_cos, entry_sin = draft.rotary_emb(index, hidden.dtype)
+        read = read + attention.entry_output(attention.newest_entry(keys, values, index, entry_cos, entry_sin))
+    hidden = hidden + read
     hidden = hidden + draft.mlp(draft.post_attention_layernorm(hidden))
     return draft._logits(hidden)[0]
 

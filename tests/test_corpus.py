@@ -328,7 +328,7 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
 
 
 def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
-    """--sliding-window, --intermediate-size and --cross-attention-length-scale reach the recipe's
+    """--sliding-window, --intermediate-size, --cross-attention-length-scale and --target-entry-input reach the recipe's
     draft_overrides only when given (a draft
     continued with --init-draft keeps its own otherwise); a width below 1 is refused by name, before any
     target is loaded."""
@@ -341,6 +341,7 @@ def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
         == {"sliding_window": 256, "intermediate_size": 4608}
     assert draft_overrides(parse(["train", "--output", "x", "--cross-attention-length-scale", "2048"])) \
         == {"cross_attention_length_scale": 2048}
+    assert draft_overrides(parse(["train", "--output", "x", "--target-entry-input"])) == {"target_entry_input": True}
     assert main(["train", "--output", str(tmp_path / "run"), "--cross-attention-length-scale", "0"]) == 2
     assert "--cross-attention-length-scale 0: allowed: an int >= 1." in capsys.readouterr().err
     assert main(["train", "--output", str(tmp_path / "run"), "--intermediate-size", "0"]) == 2

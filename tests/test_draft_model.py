@@ -333,3 +333,66 @@ def test_length_scaled_cross_attention_follows_the_math_and_decodes_as_it_trains
     torch.testing.assert_close(parts[0] + parts[1], out)
     with pytest.raises(ValueError, match="cross_attention_length_scale must be None"):
         LongSpecDraftModel.from_target(target, cross_attention_length_scale=0)
+
+
+def test_target_entry_input_reads_the_newest_entry_and_decodes_as_it_trains():
+    """target_entry_input=True: the cross-attention adds W [k, v] of the newest target entry a query
+    may see, its key un-rotated back to what the target's k_proj gave (caught by a hook on it). W
+    starts at zero and then changes nothing; a root decoded against the cache (entry: the last
+    committed one) equals the training forward (noise shift 1: entry i - 1) in float64; a
+    tensor-parallel rank adds its own KV heads' columns, and the ranks' sum is the whole."""
+    from hf_longspec.tensor_parallel import HeadShard
+
+    target = tiny_llama(layers=2)
+    plain = LongSpecDraftModel.from_target(target, sliding_window=16)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in plain.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    reading = LongSpecDraftModel.from_target(target, sliding_window=16, target_entry_input=True)
+    missing = reading.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert missing == ["cross_attn.entry_proj.weight"] and torch.all(reading.cross_attn.entry_proj.weight == 0)
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(1))
+    position = 50
+    assert torch.equal(_decode_root(reading, target, ids, position)[0], _decode_root(plain, target, ids, position)[0])
+
+    with torch.no_grad():
+        reading.cross_attn.entry_proj.weight.copy_(torch.randn(64, 2 * 2 * 16, generator=generator) * 0.3)
+    got, _ = _decode_root(reading, target, ids, position)
+    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
+    ref = _training_forward_at(reading, target, ids, position)
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+    # the term itself: W times [k, v] per KV head of the last committed entry, k before RoPE
+    captured = {}
+    k_proj = target.model.layers[reading.target_layer_index].self_attn.k_proj
+    hook = k_proj.register_forward_hook(lambda module, args, out: captured.__setitem__("k", out))
+    _, keys, values = _target_kv(target, ids[:, :30], reading.target_layer_index)
+    hook.remove()
+    raw_key = captured["k"].view(1, 30, 2, 16)[0, -1]  # (H_kv, D) at position 29
+    feature = torch.cat([raw_key, values[0, :, -1]], dim=-1).flatten()  # [k0, v0, k1, v1]
+    hidden, positions = torch.randn(1, 2, 64, generator=generator), torch.tensor([[30, 31]])
+    cos, sin = reading.rotary_emb(positions, hidden.dtype)
+    lengths = torch.tensor([30])
+
+    def newest(keys, values):
+        tree_kv = torch.zeros(2, 1, keys.shape[1], 1, 16)
+        return reading._newest_committed_entry(DraftStepContext(None, tree_kv[0], tree_kv[1], keys, values, lengths), 2)
+
+    with torch.no_grad():
+        out = reading.cross_attn.forward_step(hidden, cos, sin, keys, values, lengths, None, newest(keys, values))
+        without = plain.cross_attn.forward_step(hidden, cos, sin, keys, values, lengths)
+        expected = reading.cross_attn.entry_proj.weight @ feature
+    torch.testing.assert_close(out - without, expected.expand(1, 2, -1), rtol=1e-4, atol=1e-5)
+
+    class LocalShard(HeadShard):
+        def all_reduce(self, partial):
+            return partial  # summed below, as the ranks' all-reduce would
+
+    with torch.no_grad():
+        parts = [reading.cross_attn.forward_step(hidden, cos, sin, keys[:, r : r + 1], values[:, r : r + 1], lengths,
+                                                 LocalShard(r, 2, None), newest(keys[:, r : r + 1], values[:, r : r + 1]))
+                 for r in (0, 1)]
+    torch.testing.assert_close(parts[0] + parts[1], out)
+    with pytest.raises(ValueError, match="target_entry_input must be True or False"):
+        LongSpecDraftModel.from_target(target, target_entry_input=1)

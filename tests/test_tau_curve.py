@@ -156,7 +156,7 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
 
 def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_says():
     """benchmarks/draft_context_probe.py: its unrestricted reading is the draft's training forward
-    (also with a learned length temperature), and `recent` keeps the anchors and the last R entries
+    (also with a learned length temperature and the direct read of the newest entry), and `recent` keeps the anchors and the last R entries
     a query may read, nothing else."""
     from conftest import tiny_llama
     from hf_longspec import LongSpecDraftModel
@@ -166,7 +166,8 @@ def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_s
     assert [row.nonzero().flatten().tolist() for row in mask] == [[0, 1, 4, 5, 6, 7], [0, 1, 5, 6, 7, 8],
                                                                    [0, 1, 6, 7, 8, 9]]
     target = tiny_llama(layers=2, initializer_range=0.2)
-    draft = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=32)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=32,
+                                           target_entry_input=True)
     with torch.no_grad():
         for p in draft.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -176,3 +177,35 @@ def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_s
     whole = probe.draft_logits(draft, ids, keys, values, 8, 2, None)
     assert torch.equal(probe.draft_logits(draft, ids, keys, values, 8, 2, 100), whole)
     assert not torch.allclose(probe.draft_logits(draft, ids, keys, values, 8, 2, 4), whole, atol=1e-4)
+
+
+def test_feature_probe_adds_the_final_state_of_the_newest_readable_entry():
+    """benchmarks/feature_probe.py: the draft it trains reads W h(i - shift), h the target's final normed
+    state caught by a hook during the target's forward: zero W changes nothing, and with W set, the
+    logits at i move with h at i - shift only."""
+    from conftest import tiny_llama
+    from hf_longspec import LongSpecDraftModel
+    from hf_longspec.target_support import target_layer_kv
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16)
+    ids = torch.randint(0, 96, (1, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = target(ids, use_cache=True)
+        keys, values = target_layer_kv(out.past_key_values, draft.target_layer_index)
+        plain = draft(ids, keys, values, noise_shift=2).logits
+        hook = probe.read_final_state(draft, target)
+        target(ids)  # the hook keeps this forward's final states
+        states = draft.final_states.clone()
+        torch.testing.assert_close(states, target.model(ids).last_hidden_state)  # what the LM head reads
+        assert torch.equal(draft(ids, keys, values, noise_shift=2).logits, plain)
+        draft.cross_attn.feature_proj.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(1))
+        before = draft(ids, keys, values, noise_shift=2).logits
+        draft.final_states = states.clone()
+        draft.final_states[0, 10] += 1.0
+        after = draft(ids, keys, values, noise_shift=2).logits
+        hook.remove()
+    moved = (after - before).abs().amax(-1)[0]
+    assert moved[12] > 1e-3 and moved[:12].max() == 0 and moved[13:].max() == 0
+    assert not torch.equal(before, plain)

@@ -328,6 +328,41 @@ def test_length_scaling_is_added_to_a_saved_draft_computing_the_same_and_learns(
     assert saved.config.cross_attention_length_scale is None and saved.cross_attn.length_gain is None
 
 
+def test_entry_input_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp_path):
+    """draft_overrides target_entry_input=True on an init_draft without it: the same logits at first
+    (the projection zero), training moves the projection, the saved draft reloads with it and decodes
+    equal to vanilla; asking a draft that reads the entry not to is refused by name."""
+    from hf_longspec.training.run import initial_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    torch.manual_seed(0)
+    LongSpecDraftModel.from_target(target, initializer_range=0.2).save_pretrained(tmp_path / "saved")
+    saved = LongSpecDraftModel.from_pretrained(str(tmp_path / "saved"), dtype=torch.float32).bind(target)
+
+    def recipe(name, init, entry):
+        return TrainRecipe(output_dir=str(tmp_path / name), max_steps=6, seq_len=32, batch_size=2, warmup_steps=0,
+                           learning_rate=1e-2, max_tokens=20_000, save_steps=10**6, logging_steps=1, kinds=["prose"],
+                           init_draft=str(init), draft_overrides={"target_entry_input": entry})
+
+    grown = initial_draft(target, recipe("grown", tmp_path / "saved", True)).bind(target)
+    assert grown.config.target_entry_input and torch.all(grown.cross_attn.entry_proj.weight == 0)
+    ids = torch.randint(0, 257, (2, 24))
+    keys, values = torch.randn(2, 2, 24, 8), torch.randn(2, 2, 24, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids, keys, values, noise_shift=2).logits,
+                                   saved(ids, keys, values, noise_shift=2).logits)
+
+    train_draft(target, ByteTokenizer(), recipe("reading", tmp_path / "saved", True), progress=False)
+    final = tmp_path / "reading" / "final"
+    reading = LongSpecDraftModel.from_pretrained(str(final), dtype=torch.float32).bind(target)
+    assert reading.config.target_entry_input and reading.cross_attn.entry_proj.weight.abs().sum() > 0
+    prompt = torch.randint(0, 257, (1, 40))
+    vanilla = target.generate(prompt, max_new_tokens=16, do_sample=False)
+    assert torch.equal(target.generate(prompt, assistant_model=reading, max_new_tokens=16, do_sample=False), vanilla)
+    with pytest.raises(TrainingRecipeError, match="target_entry_input=True there, False asked"):
+        initial_draft(target, recipe("off", final, False))
+
+
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint
     of that step to resume from, the final folder, and the speed report."""
@@ -356,11 +391,12 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _rollout_case(dtype=torch.float32):
+def _rollout_case(dtype=torch.float32, entry_input=False):
     """A tiny target, a draft perturbed off its init (so its argmax chains are not trivial), one
-    fixed batch: ids, anchor-offset positions (a jump after 4 anchors), random target K/V, labels."""
+    fixed batch: ids, anchor-offset positions (a jump after 4 anchors), random target K/V, labels.
+    entry_input: the draft also reads the newest target entry directly (target_entry_input)."""
     target = tiny_llama(initializer_range=0.3).to(dtype)
-    draft = LongSpecDraftModel.from_target(target, sliding_window=5).to(dtype)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=5, target_entry_input=entry_input).to(dtype)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in draft.parameters():
@@ -418,15 +454,16 @@ def _greedy_chain_logits(draft, ids, positions, keys, values, shift, step, i):
     return draft(tokens, keys[:, :, : i + 1], values[:, :, : i + 1], positions[:, : i + 1], noise_shift=lag).logits[:, -1]
 
 
-@pytest.mark.parametrize("shift", [1, 2])
-def test_rollout_steps_equal_greedy_chains_drafted_one_token_at_a_time(shift, one_thread):
+@pytest.mark.parametrize("shift,entry_input", [(1, False), (2, False), (2, True)])
+def test_rollout_steps_equal_greedy_chains_drafted_one_token_at_a_time(shift, entry_input, one_thread):
     """rollout_steps=3 on one batch (float64): step k's logits at every position equal those of the
     greedy chain of depth k drafted token by token with plain forwards (inputs = the draft's own
     argmax, self-attention over real tokens up to the root plus the chain, cross-attention lag
-    shift + k - 1), and the loss is (L1 + 0.8 L2 + 0.64 L3) / 2.44 of those steps."""
+    shift + k - 1, and so the newest entry read directly, too, is the root's), and the loss is
+    (L1 + 0.8 L2 + 0.64 L3) / 2.44 of those steps."""
     import torch.nn.functional as F
 
-    _, draft, ids, positions, keys, values, labels = _rollout_case(torch.float64)
+    _, draft, ids, positions, keys, values, labels = _rollout_case(torch.float64, entry_input)
     with torch.no_grad():
         out = draft(ids, keys, values, positions, noise_shift=shift, labels=labels, rollout_steps=3)
         assert len(out.step_logits) == 3

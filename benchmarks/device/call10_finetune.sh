@@ -36,7 +36,11 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 if [ -f .carry/chat/chat_train.jsonl.gz ] && [ ! -s $W/chat_train.jsonl ]; then
   gunzip -c .carry/chat/chat_train.jsonl.gz > $W/chat_train.jsonl
 fi
-if [ ! -s $W/chat_train.jsonl ]; then
+# MIX (the --corpus-mix) without a chat share needs no records: none are made then (thirteenth session)
+MIX=${MIX:-chat=0.35,code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05}
+chat_args=(--chat-data $W/chat_train.jsonl)
+[[ ",$MIX" == *",chat="* ]] || chat_args=()
+if [ ${#chat_args[@]} -gt 0 ] && [ ! -s $W/chat_train.jsonl ]; then
   timeout -k 10 "${CHAT_LIMIT:-200}" python benchmarks/make_chat_data.py --out $W/chat_train.jsonl \
     --num-prompts "${PROMPTS:-960}" --document-tokens 2048 --max-new-tokens 256 --batch-size 16 --draft embedded \
     --continuation-share 0.5 --seed 10 --no-compile --time-budget "${CHAT_BUDGET:-110}" > $W/chat_data.log 2>&1
@@ -53,8 +57,7 @@ start=(); [[ " $SEEDS " == *" 0 "* ]] && start=(--eval-start)
 # shellcheck disable=SC2086  # SEEDS is a list of seeds
 timeout -k 10 $((BUDGET - (SECONDS - START))) python benchmarks/ablate_training.py --out $R --init-draft embedded "${start[@]}" \
   --steps "$STEPS" --seeds $SEEDS --seq-len 2048 --batch-size 16 --lr 1e-3 --warmup-steps 50 \
-  --corpus-mix chat=0.35,code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05 \
-  --corpus-max-epochs 2 --max-tokens 40000000 --chat-data $W/chat_train.jsonl \
+  --corpus-mix "$MIX" --corpus-max-epochs 2 --max-tokens 40000000 "${chat_args[@]}" \
   --eval-kinds code prose chat --eval-lengths 2048 8000 --eval-prompts 6 --new-tokens 96 --lookup-tokens 0 \
   ${VARIANTS:---variant base --variant seq8k=seq_len:8192,batch_size:4} > $W/ablation_seed$TAG.log 2>&1
 echo "ablation exit $? after $((SECONDS - START)) s"

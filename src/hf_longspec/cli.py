@@ -82,9 +82,11 @@ def _check_positive(**values) -> None:
 def draft_overrides(args) -> dict:
     """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
     its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
-    --cross-attention-length-scale adds the learned length temperature: training/widen.py)."""
+    --cross-attention-length-scale adds the learned length temperature, --target-entry-input the direct read
+    of the newest target entry: training/widen.py)."""
     asked = {"sliding_window": args.sliding_window, "intermediate_size": args.intermediate_size,
-             "cross_attention_length_scale": args.cross_attention_length_scale}
+             "cross_attention_length_scale": args.cross_attention_length_scale,
+             "target_entry_input": True if args.target_entry_input else None}
     return {name: value for name, value in asked.items() if value is not None}
 
 
@@ -241,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="learn a per-head log-length temperature in the cross-attention, 1 at N0 target "
                             "entries (default: off for a new draft, the --init-draft's own; added to a draft "
                             "without it, computing the same at first)")
+    train.add_argument("--target-entry-input", action="store_true",
+                       help="the cross-attention also reads the newest visible target entry directly, through a "
+                            "learned projection (default: off for a new draft, the --init-draft's own; added to a "
+                            "draft without it, computing the same at first)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

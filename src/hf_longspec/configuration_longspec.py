@@ -58,6 +58,15 @@ class LongSpecDraftConfig(PretrainedConfig):
       (docs/training.md, twelfth session): a fine-tune with it beat the shipped draft by +0.02 tau,
       within the spread of its seeds, and the gains stayed near zero, so more keys are not what
       costs prose its tau at 8k. Off by default.
+    - target_entry_input: False (off), or True: the cross-attention also reads the newest target
+      entry each query may see (the bound layer's key, un-rotated, and value of every KV head at
+      position i - shift in training, the last committed position at decoding) through a learned
+      projection (zero at first) added to its output. EAGLE feeds its draft the target's last hidden
+      state for the same reason: attention over n keys has no easy way to single out the newest one,
+      which holds the target's state right before the token being drafted from. Measured
+      (docs/training.md, thirteenth session): a fine-tune with it tied the same fine-tune without
+      (+0.01 tau, the training loss equal to the third digit): the attention already reads it. Off
+      by default.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
@@ -91,6 +100,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         tree_ladder: list[list[int]] | tuple[tuple[int, ...], ...] = DEFAULT_TREE_LADDER,
         lookup_tokens: int = 0,
         cross_attention_length_scale: int | None = None,
+        target_entry_input: bool = False,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -117,6 +127,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_ladder = [list(tree) for tree in tree_ladder or ()]  # None: no ladder
         self.lookup_tokens = lookup_tokens
         self.cross_attention_length_scale = cross_attention_length_scale
+        self.target_entry_input = target_entry_input
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -151,6 +162,9 @@ class LongSpecDraftConfig(PretrainedConfig):
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int) or scale < 1):
             raise ValueError(f"cross_attention_length_scale must be None (off) or a positive int (the key count "
                              f"n0 at which the learned scaling is 1), got {scale!r}")
+        if not isinstance(self.target_entry_input, bool):
+            raise ValueError(f"target_entry_input must be True or False (whether the cross-attention also reads "
+                             f"the newest target entry directly), got {self.target_entry_input!r}")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 

@@ -154,6 +154,11 @@ class LongSpecSelfAttention(nn.Module):
         return self.output(attend(query, keys, values, mask=mask))
 
 
+class ZeroStartLinear(nn.Linear):
+    """A projection that a new or grown draft starts at zero (`_init_weights`), so that it adds nothing
+    until training moves it."""
+
+
 class LongSpecCrossAttention(nn.Module):
     """Queries from the draft, keys/values straight from the target's cache (no k/v projections)."""
 
@@ -167,6 +172,11 @@ class LongSpecCrossAttention(nn.Module):
         # optional learned log-length temperature per head (config.cross_attention_length_scale)
         self.length_scale = config.cross_attention_length_scale
         self.length_gain = nn.Parameter(torch.zeros(self.num_heads)) if self.length_scale else None
+        # optional direct read of the newest visible target entry (config.target_entry_input): its
+        # un-rotated key and value, [k, v] per KV head, projected onto the output (zero at first)
+        self.num_kv_heads = config.num_key_value_heads
+        self.entry_proj = (ZeroStartLinear(2 * self.num_kv_heads * self.head_dim, config.hidden_size, bias=False)
+                           if config.target_entry_input else None)
 
     def scale_by_length(self, query: torch.Tensor, keys_read: torch.Tensor,
                         heads: tuple[int, int] | None = None) -> torch.Tensor:
@@ -200,11 +210,32 @@ class LongSpecCrossAttention(nn.Module):
             return self.o_proj(flat)
         return F.linear(flat, self.o_proj.weight[:, self._head_features(heads)])
 
-    def forward_sequence(self, hidden, cos, sin, target_keys, target_values, shift: int) -> torch.Tensor:
+    def newest_entry(self, target_keys: torch.Tensor, target_values: torch.Tensor, index: torch.Tensor,
+                     cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """(B, S, 2 * H_kv * D): the target entry at cache index ``index`` (B, S) for each query, its key
+        un-rotated by (cos, sin) of that entry's position (keys are cached post-RoPE; the projection
+        should see content, not where it sits), [k, v] per KV head so a head block is contiguous."""
+        gather = index[:, None, :, None].expand(-1, target_keys.shape[1], -1, target_keys.shape[-1])
+        keys = apply_rotary(torch.gather(target_keys, 2, gather).to(cos.dtype), cos, -sin)
+        values = torch.gather(target_values, 2, gather).to(cos.dtype)
+        return torch.cat([keys, values], dim=-1).transpose(1, 2).flatten(2)
+
+    def entry_output(self, entry: torch.Tensor, kv_heads: tuple[int, int] | None = None) -> torch.Tensor:
+        """entry_proj of `newest_entry` features; for a tensor-parallel rank's KV head block, its
+        columns (a partial sum, added to the attention's before the all-reduce)."""
+        weight = self.entry_proj.weight
+        if kv_heads is not None:
+            weight = weight[:, 2 * kv_heads[0] * self.head_dim : 2 * kv_heads[1] * self.head_dim]
+        return F.linear(entry.to(weight.dtype), weight)
+
+    def forward_sequence(self, hidden, cos, sin, target_keys, target_values, shift: int,
+                         position_ids: torch.Tensor | None = None, rotary=None) -> torch.Tensor:
         """Training path (Flash Noisy Training): query i sees target K/V j <= i - shift.
 
         Dropping the last `shift` keys and the first `shift` queries turns that into plain
-        causal attention, so flash kernels apply; the first `shift` outputs are zero.
+        causal attention, so flash kernels apply; the first `shift` outputs are zero. With
+        ``entry_proj``, query i also reads entry i - shift directly (position_ids and the rotary
+        embedding give that entry's position, to un-rotate its key).
         """
         query = self.project_q(hidden, cos, sin)
         seq = hidden.shape[1]
@@ -218,15 +249,22 @@ class LongSpecCrossAttention(nn.Module):
                 is_causal=True,
                 scale=self.scaling,
             )
-        return self.output(out)
+        out = self.output(out)
+        if self.entry_proj is not None and shift < seq:
+            index = torch.arange(seq - shift, device=query.device)[None].expand(hidden.shape[0], -1)
+            entry_cos, entry_sin = rotary(position_ids[:, : seq - shift], cos.dtype)
+            entry = self.newest_entry(target_keys, target_values, index, entry_cos, entry_sin)
+            out = torch.cat([out[:, :shift], out[:, shift:] + self.entry_output(entry)], dim=1)
+        return out
 
     def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths,
-                     shard: HeadShard | None = None) -> torch.Tensor:
+                     shard: HeadShard | None = None, newest_entry: torch.Tensor | None = None) -> torch.Tensor:
         """Decoding path: every drafted node sees the committed entries [0, target_lengths[b]) of the
         target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device.
 
         With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
-        just the query heads that read them and all-reduce the partial ``o_proj`` outputs."""
+        just the query heads that read them and all-reduce the partial ``o_proj`` outputs.
+        ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
         from .attention.prefix import grouped_prefix_attention_varlen
 
         heads = shard.head_range(self.num_heads) if shard is not None else None
@@ -234,6 +272,8 @@ class LongSpecCrossAttention(nn.Module):
         query = query.to(target_keys.dtype)
         out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
         out = self.output(out.flatten(1, 2), heads)
+        if self.entry_proj is not None:  # every node reads the last committed entry, as the tree's root does
+            out = out + self.entry_output(newest_entry, shard.head_range(self.num_kv_heads) if shard else None)
         return shard.all_reduce(out) if shard is not None else out
 
 
@@ -246,7 +286,9 @@ class LongSpecPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module):
         std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
+        if isinstance(module, ZeroStartLinear):  # reads nothing at first: the plain cross-attention
+            nn.init.zeros_(module.weight)
+        elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
@@ -426,14 +468,16 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = self._embed(input_ids)
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)
         hidden = hidden + self.self_attn.forward_sequence(self.input_layernorm(hidden), cos, sin, position_ids)
-        logits = self._cross_attention_mlp_logits(hidden, cos, sin, target_keys, target_values, noise_shift)
+        logits = self._cross_attention_mlp_logits(hidden, cos, sin, target_keys, target_values, noise_shift,
+                                                  position_ids)
         loss = _next_token_loss(logits, labels) if labels is not None else None
         return CausalLMOutput(loss=loss, logits=logits)
 
-    def _cross_attention_mlp_logits(self, hidden, cos, sin, target_keys, target_values, shift: int) -> torch.Tensor:
+    def _cross_attention_mlp_logits(self, hidden, cos, sin, target_keys, target_values, shift: int,
+                                    position_ids: torch.Tensor) -> torch.Tensor:
         """The rest of the layer after self-attention, through the target's LM head."""
         hidden = hidden + self.cross_attn.forward_sequence(
-            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift
+            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift, position_ids, self.rotary_emb
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return self._logits(hidden)
@@ -467,7 +511,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                                torch.cat(step_values, dim=2), mask=mask[:, None])
             hidden = hidden + self.self_attn.output(attention)
             logits = self._cross_attention_mlp_logits(hidden, cos, sin, target_keys, target_values,
-                                                      noise_shift + step - 1)
+                                                      noise_shift + step - 1, position_ids)
             step_logits.append(logits)
             if labels is not None:
                 step_losses.append(_next_token_loss(logits, labels))
@@ -552,10 +596,20 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = hidden + self.self_attn.output(attend(query, keys, values, mask=mask))
         hidden = hidden + self.cross_attn.forward_step(
             self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
-            context.target_lengths, self._head_shard,
+            context.target_lengths, self._head_shard, self._newest_committed_entry(context, count),
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return (self._logits(hidden),)
+
+    def _newest_committed_entry(self, context: DraftStepContext, count: int) -> torch.Tensor | None:
+        """The last committed target entry of each row (cache index = position target_lengths - 1; the
+        decoder's rows start at 0), as `newest_entry` features for `count` nodes; None without entry_proj."""
+        if self.cross_attn.entry_proj is None:
+            return None
+        index = (context.target_lengths - 1).clamp(min=0)[:, None]
+        cos, sin = self.rotary_emb(index, self.norm.weight.dtype)
+        entry = self.cross_attn.newest_entry(context.target_keys, context.target_values, index, cos, sin)
+        return entry.expand(-1, count, -1)
 
 
 def _comparable_rope(params: dict) -> dict:

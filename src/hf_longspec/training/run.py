@@ -18,7 +18,7 @@ from ..publishing.draft_files import TRAINING_DATA_FILE, TRAINING_SPEED_FILE
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
 from .trainer import LongSpecTrainer, SpeedLog, StopAtDeadline
-from .widen import add_length_scaling, widen_mlp
+from .widen import add_entry_input, add_length_scaling, widen_mlp
 
 
 
@@ -172,7 +172,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     """The draft `recipe.init_draft` names, loaded for `target`; refused when its settings contradict the
     recipe's draft overrides (a 1024-token window asked of a draft trained with 512 would silently win).
     An `intermediate_size` override wider than the draft's MLP grows it, a `cross_attention_length_scale`
-    override adds the learned log-length temperature to a draft without it (training/widen.py)."""
+    override adds the learned log-length temperature to a draft without it, a `target_entry_input=True`
+    override the direct read of the newest target entry (training/widen.py)."""
     from ..embedded import embedded_draft_dir
 
     folder = embedded_draft_dir() if recipe.init_draft == "embedded" else Path(recipe.init_draft)
@@ -182,6 +183,9 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         draft = widen_mlp(draft, int(overrides.pop("intermediate_size")), seed=recipe.seed)
     if overrides.get("cross_attention_length_scale") is not None:
         draft = add_length_scaling(draft, overrides.pop("cross_attention_length_scale"))
+    if overrides.get("target_entry_input") is True:
+        draft = add_entry_input(draft)
+        overrides.pop("target_entry_input")
     clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in overrides.items()
                if getattr(draft.config, name, None) != wanted}
     if clashes:

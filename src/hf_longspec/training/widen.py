@@ -1,5 +1,6 @@
 """Grow a trained draft without changing what it computes, so a fine-tune adds capacity to it: a wider
-MLP (`widen_mlp`), or the cross-attention's learned log-length temperature (`add_length_scaling`).
+MLP (`widen_mlp`), the cross-attention's learned log-length temperature (`add_length_scaling`), or its
+direct read of the newest target entry (`add_entry_input`).
 
 The new hidden units get random input rows (gate and up, at the config's initializer_range) and zero
 output columns (down): they add nothing until training moves those columns, so the widened draft
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import TrainingRecipeError
-from ..modeling_longspec import LongSpecDraftModel
+from ..modeling_longspec import LongSpecDraftModel, ZeroStartLinear
 
 
 def widen_mlp(draft: LongSpecDraftModel, intermediate_size: int, seed: int = 0) -> LongSpecDraftModel:
@@ -64,4 +65,18 @@ def add_length_scaling(draft: LongSpecDraftModel, length_scale: int) -> LongSpec
     attention.length_scale = length_scale
     weight = attention.q_proj.weight
     attention.length_gain = nn.Parameter(torch.zeros(attention.num_heads, device=weight.device, dtype=weight.dtype))
+    return draft
+
+
+def add_entry_input(draft: LongSpecDraftModel) -> LongSpecDraftModel:
+    """`draft` with `target_entry_input = True` (configuration_longspec.py), in place: the projection of
+    the newest target entry starts at zero, so it computes the same until training moves it."""
+    if draft.config.target_entry_input:
+        return draft
+    attention = draft.cross_attn
+    weight = attention.q_proj.weight
+    attention.entry_proj = ZeroStartLinear(2 * attention.num_kv_heads * attention.head_dim, weight.shape[1],
+                                           bias=False, device=weight.device, dtype=weight.dtype)
+    nn.init.zeros_(attention.entry_proj.weight)
+    draft.config.target_entry_input = True
     return draft

@@ -1,0 +1,229 @@
+"""Would the target's final hidden state raise the draft's agreement with it? (issue 12, thirteenth session)
+
+EAGLE feeds its draft the target's final hidden state of the previous token; a LongSpec draft reads one
+target layer's K/V through attention only. Reading the newest K/V entry directly (`target_entry_input`)
+changed neither the training loss nor tau (docs/training.md). This probe asks the stronger question in
+training alone, before a decoding path is built for it: the shipped draft is fine-tuned twice with the
+same recipe and seed (so on the same batches), once as it is ("plain") and once with W h(i - shift)
+added after its self-attention ("final_state"): h = the target's final normed hidden state, read by a
+hook on the target's last norm while the trainer runs the target, W zero at first, shift = the Flash
+Noisy Training lag, so position i sees the state of the newest entry it may read. Both are then
+measured teacher-forced on held-out prompts against the target's greedy tokens: top-1 and top-4
+agreement at lag 1 (the tree root's view) and lag 3 (a depth-2 node's), over the last
+`--scored-positions` positions of each prompt.
+
+Not a library option: decoding would need the verification forward to hand back the hidden state of
+the accepted node. A large gain here is what would justify building that.
+
+    python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
+        --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import types
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.embedded import load_embedded_target
+from hf_longspec.modeling_longspec import ZeroStartLinear
+from hf_longspec.target_support import cache_argument_name, target_layer_kv
+from hf_longspec.training.run import TrainRecipe, initial_draft, train_draft
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ablate_training import dataset_for, eval_prompts  # noqa: E402  (a sibling script)
+
+LAGS = (1, 3)
+
+
+def final_norm(target):
+    """The target's last norm: its output is the hidden state the LM head reads."""
+    return target.get_decoder().norm
+
+
+def read_final_state(draft, target):
+    """`draft` in place, plus `feature_proj` of the target's final hidden state at i - shift; returns the
+    hook's handle (remove it when done). The hook keeps the latest target forward's states on the draft."""
+    hidden = draft.config.hidden_size
+    draft.cross_attn.register_module("feature_proj", ZeroStartLinear(hidden, hidden, bias=False))
+    torch.nn.init.zeros_(draft.cross_attn.feature_proj.weight)
+    draft.final_states = None
+
+    def keep(module, args, output):
+        draft.final_states = output.detach()
+
+    plain = draft._cross_attention_mlp_logits
+
+    def with_state(self, hidden, cos, sin, target_keys, target_values, shift, position_ids):
+        states, proj = self.final_states, self.cross_attn.feature_proj
+        lagged = hidden.new_zeros(hidden.shape)
+        if shift < hidden.shape[1]:
+            lagged[:, shift:] = proj(states[:, : hidden.shape[1] - shift].to(proj.weight.dtype))
+        return plain(hidden + lagged, cos, sin, target_keys, target_values, shift, position_ids)
+
+    draft._cross_attention_mlp_logits = types.MethodType(with_state, draft)
+    return final_norm(target).register_forward_hook(keep)
+
+
+@torch.no_grad()
+def agreement(target, draft, prompts, scored: int) -> dict:
+    """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length)."""
+    cells, pooled = {}, {lag: [0, 0, 0] for lag in LAGS}
+    for kind, length, ids in prompts:
+        cache = DynamicCache(config=target.config)
+        out = target(input_ids=ids, use_cache=True, **{cache_argument_name(target): cache})
+        keys, values = target_layer_kv(cache, draft.target_layer_index)
+        wanted = out.logits[0, -scored - 1 : -1].argmax(-1)  # the target's token after each scored position
+        for lag in LAGS:
+            logits = draft(ids, keys, values, noise_shift=lag).logits[0, -scored - 1 : -1]  # the lag is inside
+            top4 = logits.topk(4, dim=-1).indices
+            counts = [int((top4[:, 0] == wanted).sum()), int((top4 == wanted[:, None]).any(-1).sum()), scored]
+            cell = cells.setdefault(f"{kind}@{length}", {lag_: [0, 0, 0] for lag_ in LAGS})[lag]
+            for i in range(3):
+                cell[i] += counts[i]
+                pooled[lag][i] += counts[i]
+
+    def shares(count):
+        return {"top1": count[0] / count[2], "top4": count[1] / count[2]}
+
+    # lags keyed as strings, as they read back from JSON
+    return {"pooled": {str(lag): shares(c) for lag, c in pooled.items()},
+            "cells": {name: {str(lag): shares(c) for lag, c in per.items()} for name, per in cells.items()}}
+
+
+def merged(paths: list[str]) -> dict:
+    """The runs of several calls' reports (other seeds) in one; refused when they measured otherwise."""
+    reports = [json.loads(Path(path).read_text()) for path in paths]
+    keep = ("steps", "seq_len", "batch_size", "lr", "corpus_mix", "eval_kinds", "eval_lengths", "eval_prompts",
+            "scored_positions")
+    for path, report in zip(paths[1:], reports[1:]):
+        differ = [key for key in keep if report["settings"][key] != reports[0]["settings"][key]]
+        if differ or report["start"] != reports[0]["start"]:
+            raise ValueError(f"{path} measured something else than {paths[0]}: {differ or ['start']}")
+    return {**reports[0], "runs": [run for report in reports for run in report["runs"]], "merge": list(paths)}
+
+
+def plot(report: dict, path: Path) -> None:
+    """Loss against steps per run, and lag-1 top-1 per cell and arm (mean over seeds) beside the start."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_ax, cell_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
+    arms = list(dict.fromkeys(run["arm"] for run in report["runs"]))
+    for run in report["runs"]:
+        steps, values = zip(*run["loss"])
+        loss_ax.plot(steps, values, color=f"C{arms.index(run['arm'])}", alpha=0.5 + 0.5 * (run["seed"] == 0),
+                     label=f"{run['arm']} seed {run['seed']}")
+    loss_ax.set(xlabel="step", ylabel="training loss", title="fine-tune from the shipped draft")
+    loss_ax.legend(fontsize=8)
+    cells = sorted(report["start"]["cells"])
+    width = 0.8 / (len(arms) + 1)
+    rows = [("start", [report["start"]["cells"][cell]["1"]["top1"] for cell in cells])]
+    for arm in arms:
+        mine = [run for run in report["runs"] if run["arm"] == arm]
+        rows.append((arm, [statistics.mean(run["cells"][cell]["1"]["top1"] for run in mine) for cell in cells]))
+    for index, (name, values) in enumerate(rows):
+        cell_ax.bar([c + index * width for c in range(len(cells))], values, width, label=name)
+    cell_ax.set_xticks([c + width * len(arms) / 2 for c in range(len(cells))], cells, rotation=20, fontsize=8)
+    cell_ax.set(ylabel="lag-1 top-1 agreement", ylim=(0.45, 0.7), title="held-out, teacher-forced (mean over seeds)")
+    cell_ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--merge", nargs="+", default=None, help="join these feature_probe.json files (other seeds)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--steps", type=int, default=800)
+    parser.add_argument("--seq-len", type=int, default=8192)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--warmup-steps", type=int, default=50)
+    parser.add_argument("--max-tokens", type=int, default=40_000_000)
+    parser.add_argument("--corpus-mix", default="code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05")
+    parser.add_argument("--corpus-max-epochs", type=float, default=2)
+    parser.add_argument("--eval-kinds", nargs="+", default=["code", "prose", "chat"])
+    parser.add_argument("--eval-lengths", type=int, nargs="+", default=[2048, 8000])
+    parser.add_argument("--eval-prompts", type=int, default=6)
+    parser.add_argument("--scored-positions", type=int, default=512)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        report = merged(args.merge)
+        (out / "feature_probe.json").write_text(json.dumps(report, indent=1))
+        plot(report, out / "feature_probe.png")
+        print(table(report))
+        return 0
+    target, tokenizer = load_embedded_target()
+    prompts = eval_prompts(tokenizer, args.eval_lengths, args.eval_kinds, args.eval_prompts, target.device)
+    base = TrainRecipe(output_dir="", max_steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size,
+                       learning_rate=args.lr, warmup_steps=args.warmup_steps, max_tokens=args.max_tokens,
+                       corpus_mix=args.corpus_mix, corpus_max_epochs=args.corpus_max_epochs, save_steps=10**9,
+                       logging_steps=max(1, args.steps // 20), overwrite_output=True, init_draft="embedded")
+    report = {"machine": machine_info(target.device), "settings": vars(args), "runs": []}
+    start = initial_draft(target, base).to(target.device).eval().bind(target)
+    report["start"] = agreement(target, start, prompts, args.scored_positions)
+    del start
+    datasets = {}
+    for seed in args.seeds:
+        for arm in ("plain", "final_state"):
+            recipe = replace(base, output_dir=str(out / "runs" / f"{arm}-seed{seed}"), seed=seed)
+            dataset = dataset_for(datasets, tokenizer, recipe)
+            draft = initial_draft(target, recipe)
+            hook = read_final_state(draft, target) if arm == "final_state" else None
+            begin = time.perf_counter()
+            draft = train_draft(target, tokenizer, recipe, draft=draft, dataset=dataset, progress=False)
+            seconds = time.perf_counter() - begin
+            draft.eval()
+            measured = agreement(target, draft, prompts, args.scored_positions)
+            log = json.loads((Path(recipe.output_dir) / "final" / "training_log.json").read_text())
+            losses = [(entry["step"], entry["loss"]) for entry in log if "loss" in entry]
+            report["runs"].append({"arm": arm, "seed": seed, "recipe": asdict(recipe), "train_seconds": seconds,
+                                   "loss": losses, **measured})
+            if hook is not None:
+                hook.remove()
+            lag1 = measured["pooled"]["1"]
+            print(f"{arm} seed {seed}: lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
+                  f"last loss {statistics.mean(l for _, l in losses[-5:]):.3f} ({seconds:.0f} s)", flush=True)
+            (out / "feature_probe.json").write_text(json.dumps(report, indent=1))
+            del draft
+            if target.device.type == "cuda":
+                torch.cuda.empty_cache()
+    print(table(report))
+    return 0
+
+
+def table(report: dict) -> str:
+    rows = [("start", report["start"])] + [(f"{r['arm']} s{r['seed']}", r) for r in report["runs"]]
+    names = sorted(report["start"]["cells"])
+    lines = ["| draft | " + " | ".join(f"lag {lag} top-1 / top-4" for lag in LAGS) + " | "
+             + " | ".join(f"{name} lag-1 top-1" for name in names) + " |",
+             "|---" * (1 + len(LAGS) + len(names)) + "|"]
+    for name, row in rows:
+        pooled = " | ".join(f"{row['pooled'][str(lag)]['top1']:.3f} / {row['pooled'][str(lag)]['top4']:.3f}"
+                            for lag in LAGS)
+        cells = " | ".join(f"{row['cells'][cell]['1']['top1']:.3f}" for cell in names)
+        lines.append(f"| {name} | {pooled} | {cells} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
