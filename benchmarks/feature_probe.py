@@ -9,8 +9,8 @@ added after its self-attention ("final_state"): h = the target's final normed hi
 hook on the target's last norm while the trainer runs the target, W zero at first, shift = the Flash
 Noisy Training lag, so position i sees the state of the newest entry it may read. Both are then
 measured teacher-forced on held-out prompts against the target's greedy tokens: top-1 and top-4
-agreement at lag 1 (the tree root's view) and lag 3 (a depth-2 node's), over the last
-`--scored-positions` positions of each prompt.
+agreement at lag 1 (the tree root's view) and lag 3 (a depth-2 node's), at `--scored-positions`
+positions near each prompt's end (those before its last token: each predicts a token of the prompt).
 
 Not a library option: decoding would need the verification forward to hand back the hidden state of
 the accepted node. A large gain here is what would justify building that.
@@ -103,13 +103,16 @@ def agreement(target, draft, prompts, scored: int) -> dict:
 def merged(paths: list[str]) -> dict:
     """The runs of several calls' reports (other seeds) in one; refused when they measured otherwise."""
     reports = [json.loads(Path(path).read_text()) for path in paths]
-    keep = ("steps", "seq_len", "batch_size", "lr", "corpus_mix", "eval_kinds", "eval_lengths", "eval_prompts",
-            "scored_positions")
+    keep = ("steps", "seq_len", "batch_size", "lr", "warmup_steps", "max_tokens", "corpus_mix", "corpus_max_epochs",
+            "eval_kinds", "eval_lengths", "eval_prompts", "scored_positions")
     for path, report in zip(paths[1:], reports[1:]):
         differ = [key for key in keep if report["settings"][key] != reports[0]["settings"][key]]
         if differ or report["start"] != reports[0]["start"]:
             raise ValueError(f"{path} measured something else than {paths[0]}: {differ or ['start']}")
-    return {**reports[0], "runs": [run for report in reports for run in report["runs"]], "merge": list(paths)}
+    runs = [run for report in reports for run in report["runs"]]
+    settings = {**reports[0]["settings"], "seeds": sorted({run["seed"] for run in runs}), "out": None}
+    return {**reports[0], "settings": settings, "runs": runs, "merge": list(paths),
+            "machines": [report["machine"] for report in reports]}
 
 
 def plot(report: dict, path: Path) -> None:
@@ -189,17 +192,19 @@ def main(argv=None) -> int:
             dataset = dataset_for(datasets, tokenizer, recipe)
             draft = initial_draft(target, recipe)
             hook = read_final_state(draft, target) if arm == "final_state" else None
-            begin = time.perf_counter()
-            draft = train_draft(target, tokenizer, recipe, draft=draft, dataset=dataset, progress=False)
-            seconds = time.perf_counter() - begin
-            draft.eval()
-            measured = agreement(target, draft, prompts, args.scored_positions)
+            try:
+                begin = time.perf_counter()
+                draft = train_draft(target, tokenizer, recipe, draft=draft, dataset=dataset, progress=False)
+                seconds = time.perf_counter() - begin
+                draft.eval()
+                measured = agreement(target, draft, prompts, args.scored_positions)
+            finally:  # the target must not keep feeding a draft that is gone
+                if hook is not None:
+                    hook.remove()
             log = json.loads((Path(recipe.output_dir) / "final" / "training_log.json").read_text())
             losses = [(entry["step"], entry["loss"]) for entry in log if "loss" in entry]
             report["runs"].append({"arm": arm, "seed": seed, "recipe": asdict(recipe), "train_seconds": seconds,
                                    "loss": losses, **measured})
-            if hook is not None:
-                hook.remove()
             lag1 = measured["pooled"]["1"]
             print(f"{arm} seed {seed}: lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
                   f"last loss {statistics.mean(l for _, l in losses[-5:]):.3f} ({seconds:.0f} s)", flush=True)

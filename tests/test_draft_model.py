@@ -394,5 +394,21 @@ def test_target_entry_input_reads_the_newest_entry_and_decodes_as_it_trains():
                                                  LocalShard(r, 2, None), newest(keys[:, r : r + 1], values[:, r : r + 1]))
                  for r in (0, 1)]
     torch.testing.assert_close(parts[0] + parts[1], out)
+
+    # a batch: each row reads its own last committed entry; a row with none committed reads nothing
+    def newest_of(keys, values, lengths):
+        tree_kv = torch.zeros(2, keys.shape[0], keys.shape[1], 1, 16)
+        context = DraftStepContext(None, tree_kv[0], tree_kv[1], keys, values, torch.tensor(lengths))
+        return reading._newest_committed_entry(context, 3)
+
+    batch_keys, batch_values = torch.randn(2, 2, 40, 16, generator=generator), torch.randn(2, 2, 40, 16, generator=generator)
+    both = newest_of(batch_keys, batch_values, [30, 17])
+    assert both.shape == (2, 3, 2 * 2 * 16)
+    torch.testing.assert_close(both[0], newest_of(batch_keys[:1], batch_values[:1], [30])[0])
+    torch.testing.assert_close(both[1], newest_of(batch_keys[1:], batch_values[1:], [17])[0])
+    assert not torch.allclose(both[0], both[1])
+    assert torch.all(newest_of(batch_keys, batch_values, [30, 0])[1] == 0)
+    with pytest.raises(ValueError, match="forward_step needs newest_entry"):
+        reading.cross_attn.forward_step(hidden, cos, sin, keys, values, lengths)
     with pytest.raises(ValueError, match="target_entry_input must be True or False"):
         LongSpecDraftModel.from_target(target, target_entry_input=1)

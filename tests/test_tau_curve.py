@@ -209,3 +209,47 @@ def test_feature_probe_adds_the_final_state_of_the_newest_readable_entry():
     moved = (after - before).abs().amax(-1)[0]
     assert moved[12] > 1e-3 and moved[:12].max() == 0 and moved[13:].max() == 0
     assert not torch.equal(before, plain)
+
+
+def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(tmp_path):
+    """feature_probe.agreement pairs the draft's logits at j with the target's at j (both predict j + 1):
+    a "draft" that returns the target's own logits agrees at 1.0, one shifted by a position does not;
+    --merge joins two seeds' reports and refuses reports of other settings."""
+    import json
+    from types import SimpleNamespace
+
+    from conftest import tiny_llama
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+
+    class Echo(torch.nn.Module):  # the target's logits as the draft's, optionally one position late
+        target_layer_index = -1
+
+        def __init__(self, late):
+            super().__init__()
+            self.late = late
+
+        def forward(self, ids, keys, values, noise_shift):
+            logits = target(ids).logits
+            return SimpleNamespace(logits=torch.roll(logits, self.late, dims=1))
+
+    ids = torch.randint(0, 96, (1, 80), generator=torch.Generator().manual_seed(2))
+    prompts = [("prose", 80, ids)]
+    exact = probe.agreement(target, Echo(0), prompts, scored=32)
+    assert exact["pooled"]["1"] == {"top1": 1.0, "top4": 1.0} and exact["cells"]["prose@80"]["3"]["top1"] == 1.0
+    assert probe.agreement(target, Echo(1), prompts, scored=32)["pooled"]["1"]["top1"] < 0.5
+
+    def report(seed, lr=5e-4):
+        run = {"arm": "plain", "seed": seed, "loss": [[1, 2.0]], **exact}
+        settings = {key: 1 for key in ("steps", "seq_len", "batch_size", "warmup_steps", "max_tokens",
+                                       "corpus_max_epochs", "eval_prompts", "scored_positions")}
+        settings.update(lr=lr, corpus_mix="code=1", eval_kinds=["prose"], eval_lengths=[80], seeds=[seed])
+        path = tmp_path / f"seed{seed}_{lr}.json"
+        path.write_text(json.dumps({"machine": {"seed": seed}, "settings": settings, "start": exact, "runs": [run]}))
+        return str(path)
+
+    merged = probe.merged([report(0), report(1)])
+    assert [run["seed"] for run in merged["runs"]] == [0, 1] and merged["settings"]["seeds"] == [0, 1]
+    with pytest.raises(ValueError, match=r"measured something else.*\['lr'\]"):
+        probe.merged([report(0), report(1, lr=1e-3)])

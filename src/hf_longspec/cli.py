@@ -144,7 +144,8 @@ def cmd_train(args) -> int:
     )
     check_draft_arg(args.init_draft, "--init-draft")
     recipe.check()  # every setting and the output folder, before the target is loaded
-    _check_positive(**draft_overrides(args))
+    _check_positive(**{name: value for name, value in draft_overrides(args).items()
+                       if not isinstance(value, bool)})  # the sizes; --target-entry-input is a switch
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")

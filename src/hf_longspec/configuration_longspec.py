@@ -65,7 +65,7 @@ class LongSpecDraftConfig(PretrainedConfig):
       state for the same reason: attention over n keys has no easy way to single out the newest one,
       which holds the target's state right before the token being drafted from. Measured
       (docs/training.md, thirteenth session): a fine-tune with it tied the same fine-tune without
-      (+0.01 tau, the training loss equal to the third digit): the attention already reads it. Off
+      (+0.01 tau, the last logs' training loss equal to the third digit): the attention already reads it. Off
       by default.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped

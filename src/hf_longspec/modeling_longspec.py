@@ -214,7 +214,9 @@ class LongSpecCrossAttention(nn.Module):
                      cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, S, 2 * H_kv * D): the target entry at cache index ``index`` (B, S) for each query, its key
         un-rotated by (cos, sin) of that entry's position (keys are cached post-RoPE; the projection
-        should see content, not where it sits), [k, v] per KV head so a head block is contiguous."""
+        should see content, not where it sits), [k, v] per KV head so a head block is contiguous.
+        Un-rotated is what the target's k_proj (and k_norm, where it has one) gave, times the square of
+        the RoPE attention scaling (1 for default RoPE); training and decoding read it alike."""
         gather = index[:, None, :, None].expand(-1, target_keys.shape[1], -1, target_keys.shape[-1])
         keys = apply_rotary(torch.gather(target_keys, 2, gather).to(cos.dtype), cos, -sin)
         values = torch.gather(target_values, 2, gather).to(cos.dtype)
@@ -251,6 +253,9 @@ class LongSpecCrossAttention(nn.Module):
             )
         out = self.output(out)
         if self.entry_proj is not None and shift < seq:
+            if position_ids is None or rotary is None:
+                raise ValueError("target_entry_input: forward_sequence needs position_ids and the rotary embedding "
+                                 "(to un-rotate the newest entry's key); LongSpecDraftModel.forward passes both")
             index = torch.arange(seq - shift, device=query.device)[None].expand(hidden.shape[0], -1)
             entry_cos, entry_sin = rotary(position_ids[:, : seq - shift], cos.dtype)
             entry = self.newest_entry(target_keys, target_values, index, entry_cos, entry_sin)
@@ -273,6 +278,9 @@ class LongSpecCrossAttention(nn.Module):
         out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
         out = self.output(out.flatten(1, 2), heads)
         if self.entry_proj is not None:  # every node reads the last committed entry, as the tree's root does
+            if newest_entry is None:
+                raise ValueError("target_entry_input: forward_step needs newest_entry (the last committed entry's "
+                                 "features, LongSpecDraftModel._newest_committed_entry); decode_step passes it")
             out = out + self.entry_output(newest_entry, shard.head_range(self.num_kv_heads) if shard else None)
         return shard.all_reduce(out) if shard is not None else out
 
@@ -609,7 +617,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         index = (context.target_lengths - 1).clamp(min=0)[:, None]
         cos, sin = self.rotary_emb(index, self.norm.weight.dtype)
         entry = self.cross_attn.newest_entry(context.target_keys, context.target_values, index, cos, sin)
-        return entry.expand(-1, count, -1)
+        committed = (context.target_lengths > 0).to(entry.dtype)[:, None, None]  # no entry yet: read nothing
+        return (entry * committed).expand(-1, count, -1)
 
 
 def _comparable_rope(params: dict) -> dict:
