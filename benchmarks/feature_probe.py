@@ -31,16 +31,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.modeling_longspec import ZeroStartLinear
-from hf_longspec.target_support import cache_argument_name, target_layer_kv
 from hf_longspec.training.run import TrainRecipe, initial_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ablate_training import dataset_for, eval_prompts  # noqa: E402  (a sibling script)
+from ablate_training import dataset_for, eval_prompts  # noqa: E402  (sibling scripts)
+from draft_context_probe import agreement as token_agreement  # noqa: E402
+from draft_context_probe import target_pass  # noqa: E402
 
 LAGS = (1, 3)
 
@@ -54,8 +54,7 @@ def read_final_state(draft, target):
     """`draft` in place, plus `feature_proj` of the target's final hidden state at i - shift; returns the
     hook's handle (remove it when done). The hook keeps the latest target forward's states on the draft."""
     hidden = draft.config.hidden_size
-    draft.cross_attn.register_module("feature_proj", ZeroStartLinear(hidden, hidden, bias=False))
-    torch.nn.init.zeros_(draft.cross_attn.feature_proj.weight)
+    draft.cross_attn.register_module("feature_proj", ZeroStartLinear(hidden, hidden, bias=False))  # zero
     draft.final_states = None
 
     def keep(module, args, output):
@@ -76,28 +75,22 @@ def read_final_state(draft, target):
 
 @torch.no_grad()
 def agreement(target, draft, prompts, scored: int) -> dict:
-    """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length)."""
-    cells, pooled = {}, {lag: [0, 0, 0] for lag in LAGS}
+    """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length)
+    (every prompt scores the same number of positions, so means of shares are pooled shares)."""
+    per_cell: dict = {}
     for kind, length, ids in prompts:
-        cache = DynamicCache(config=target.config)
-        out = target(input_ids=ids, use_cache=True, **{cache_argument_name(target): cache})
-        keys, values = target_layer_kv(cache, draft.target_layer_index)
-        wanted = out.logits[0, -scored - 1 : -1].argmax(-1)  # the target's token after each scored position
-        for lag in LAGS:
-            logits = draft(ids, keys, values, noise_shift=lag).logits[0, -scored - 1 : -1]  # the lag is inside
-            top4 = logits.topk(4, dim=-1).indices
-            counts = [int((top4[:, 0] == wanted).sum()), int((top4 == wanted[:, None]).any(-1).sum()), scored]
-            cell = cells.setdefault(f"{kind}@{length}", {lag_: [0, 0, 0] for lag_ in LAGS})[lag]
-            for i in range(3):
-                cell[i] += counts[i]
-                pooled[lag][i] += counts[i]
+        target_logits, keys, values = target_pass(target, ids, draft.target_layer_index)
+        for lag in LAGS:  # the draft's logits at j and the target's at j both predict token j + 1
+            logits = draft(ids, keys, values, noise_shift=lag).logits[0]
+            shares = token_agreement(logits[-scored - 1 : -1], target_logits[-scored - 1 : -1])
+            per_cell.setdefault(f"{kind}@{length}", {}).setdefault(str(lag), []).append(shares)
 
-    def shares(count):
-        return {"top1": count[0] / count[2], "top4": count[1] / count[2]}
+    def mean(rows):
+        return {key: statistics.mean(row[key] for row in rows) for key in ("top1", "top4")}
 
     # lags keyed as strings, as they read back from JSON
-    return {"pooled": {str(lag): shares(c) for lag, c in pooled.items()},
-            "cells": {name: {str(lag): shares(c) for lag, c in per.items()} for name, per in cells.items()}}
+    return {"pooled": {str(lag): mean([row for cell in per_cell.values() for row in cell[str(lag)]]) for lag in LAGS},
+            "cells": {name: {lag: mean(rows) for lag, rows in cell.items()} for name, cell in per_cell.items()}}
 
 
 def merged(paths: list[str]) -> dict:

@@ -79,14 +79,16 @@ def _check_positive(**values) -> None:
             raise CommandLineError(f"--{name.replace('_', '-')} {value}: allowed: an int >= 1.")
 
 
+DRAFT_SIZES = ("sliding_window", "intermediate_size", "cross_attention_length_scale")  # each >= 1
+
+
 def draft_overrides(args) -> dict:
     """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
     its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
     --cross-attention-length-scale adds the learned length temperature, --target-entry-input the direct read
     of the newest target entry: training/widen.py)."""
-    asked = {"sliding_window": args.sliding_window, "intermediate_size": args.intermediate_size,
-             "cross_attention_length_scale": args.cross_attention_length_scale,
-             "target_entry_input": True if args.target_entry_input else None}
+    asked = {name: getattr(args, name) for name in DRAFT_SIZES}
+    asked["target_entry_input"] = True if args.target_entry_input else None
     return {name: value for name, value in asked.items() if value is not None}
 
 
@@ -144,8 +146,7 @@ def cmd_train(args) -> int:
     )
     check_draft_arg(args.init_draft, "--init-draft")
     recipe.check()  # every setting and the output folder, before the target is loaded
-    _check_positive(**{name: value for name, value in draft_overrides(args).items()
-                       if not isinstance(value, bool)})  # the sizes; --target-entry-input is a switch
+    _check_positive(**{name: value for name, value in draft_overrides(args).items() if name in DRAFT_SIZES})
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")

@@ -155,8 +155,13 @@ class LongSpecSelfAttention(nn.Module):
 
 
 class ZeroStartLinear(nn.Linear):
-    """A projection that a new or grown draft starts at zero (`_init_weights`), so that it adds nothing
+    """A projection that starts at zero (when built, and in `_init_weights`), so that it adds nothing
     until training moves it."""
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
 
 
 class LongSpecCrossAttention(nn.Module):
@@ -295,7 +300,7 @@ class LongSpecPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         std = self.config.initializer_range
         if isinstance(module, ZeroStartLinear):  # reads nothing at first: the plain cross-attention
-            nn.init.zeros_(module.weight)
+            module.reset_parameters()
         elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:

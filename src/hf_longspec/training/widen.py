@@ -76,7 +76,6 @@ def add_entry_input(draft: LongSpecDraftModel) -> LongSpecDraftModel:
     attention = draft.cross_attn
     weight = attention.q_proj.weight
     attention.entry_proj = ZeroStartLinear(2 * attention.num_kv_heads * attention.head_dim, weight.shape[1],
-                                           bias=False, device=weight.device, dtype=weight.dtype)
-    nn.init.zeros_(attention.entry_proj.weight)
+                                           bias=False, device=weight.device, dtype=weight.dtype)  # zero
     draft.config.target_entry_input = True
     return draft
