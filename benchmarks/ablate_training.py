@@ -13,7 +13,8 @@ per variant, the mean over seeds, the spread between seeds and the paired per-pr
 against the first variant (same prompts, same seed), and draws both.
 
 A variant is NAME=field:value,field:value over the TrainRecipe fields (values parsed as JSON when
-they parse: 2, 4096, true, "argmax"); "base" alone is the base recipe. The seed changes the training
+they parse: 2, 4096, true, "argmax", {"chat": 1.0}, ["records.jsonl"]; commas inside brackets stay
+in their value); "base" alone is the base recipe. The seed changes the training
 (data order, noise shifts, and the initial weights of an untrained draft); the token chunks of one
 data setting are built once, from seed 0, and shared by all its runs (a longer seq_len is regrouped
 from the chunks of a shorter one: the same tokens, not tokenized again).
@@ -54,7 +55,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
         raise ValueError(f"a variant needs a name: {text!r} (NAME or NAME=field:value,...)")
     known = {f.name for f in fields(TrainRecipe)} - {"output_dir", "seed"}
     overrides = {}
-    for item in filter(None, body.split(",")):
+    for item in filter(None, _top_level_items(body)):
         key, sep, value = item.partition(":")
         if not sep or key not in known:
             raise ValueError(f"variant {name!r}: {item!r} is not field:value over a TrainRecipe field; "
@@ -64,6 +65,23 @@ def parse_variant(text: str) -> tuple[str, dict]:
         except json.JSONDecodeError:
             overrides[key] = value
     return name, overrides
+
+
+def _top_level_items(body: str) -> list[str]:
+    """'a:1,b:{"x":1,"y":2}' -> ['a:1', 'b:{"x":1,"y":2}']: commas inside JSON brackets or strings do
+    not split (a corpus_mix dict or a chat_data list as one value)."""
+    items, depth, quoted, start = [], 0, False, 0
+    for at, char in enumerate(body):
+        if char == '"' and (at == 0 or body[at - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and char in "[{":
+            depth += 1
+        elif not quoted and char in "]}":
+            depth -= 1
+        elif not quoted and depth == 0 and char == ",":
+            items.append(body[start:at])
+            start = at + 1
+    return items + [body[start:]]
 
 
 def summarize(runs: list[dict]) -> list[dict]:
@@ -271,14 +289,18 @@ def regrouped(dataset, seq_len: int):
     factor, rest = divmod(seq_len, dataset.seq_len)
     if rest or factor < 2 or dataset.chat_windows != "stream":
         return None
-    chunks, sources = [], []
+    chunks, masks, sources = [], [], []
     for index in range(len(dataset.source_names)):
-        mine = dataset.chunks[dataset.chunk_sources == index]
+        rows = dataset.chunk_sources == index
+        mine = dataset.chunks[rows]
         count = len(mine) // factor
         chunks.append(mine[:count * factor].reshape(count, seq_len))
+        if dataset.prompt_mask is not None:
+            masks.append(dataset.prompt_mask[rows][:count * factor].reshape(count, seq_len))
         sources.append(torch.full((count,), index, dtype=torch.long))
     longer = copy.copy(dataset)
     longer.seq_len, longer.chunks, longer.chunk_sources = seq_len, torch.cat(chunks), torch.cat(sources)
+    longer.prompt_mask = torch.cat(masks) if masks else None
     if not len(longer.chunks):
         return None
     if dataset.mix_report:

@@ -79,15 +79,9 @@ def main(argv=None) -> int:
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     extra = {}
     if args.draft != "none":
-        from hf_longspec import LongSpecDraftModel
-        from hf_longspec.embedded import load_embedded_draft
+        from hf_longspec.demo import load_draft_for
 
-        if args.draft == "embedded":
-            extra["assistant_model"] = load_embedded_draft(target)
-        else:
-            reference = target.get_input_embeddings().weight
-            draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype)
-            extra["assistant_model"] = draft.to(reference.device).eval().bind(target)
+        extra["assistant_model"], _ = load_draft_for(target, args.draft)
         if args.no_compile:
             extra["longspec_compile"] = False
     prompts = build_chat_prompts(tokenizer, args.num_prompts, args.document_tokens, tuple(args.sources),

@@ -37,7 +37,8 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.corpus import long_prompt_ids
-from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.demo import load_draft_for
+from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import suffix_ids
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
 
@@ -311,13 +312,7 @@ def main(argv=None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     target, tokenizer = load_embedded_target(device=args.device, dtype=DTYPES.get(args.dtype))
     device = target.get_input_embeddings().weight.device
-    if args.draft == "embedded":
-        draft = load_embedded_draft(target)
-    else:
-        from hf_longspec import LongSpecDraftModel
-
-        reference = target.get_input_embeddings().weight
-        draft = LongSpecDraftModel.from_pretrained(args.draft, dtype=reference.dtype).to(device).eval().bind(target)
+    draft, _ = load_draft_for(target, args.draft)
     widths = args.tree_widths or list(draft.config.tree_widths)
     depth = len(widths)
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -295,6 +295,55 @@ def test_chat_windows_end_give_each_record_one_chunk_ending_at_its_answer(machin
         TrainRecipe(output_dir=str(tmp_path / "run"), chat_windows="middle").check()
 
 
+def _records_with_marked_answers(path, rng, lengths=((70, 20), (30, 9), (120, 40), (50, 1), (16, 30), (90, 60))):
+    """Records whose prompt tokens are 1..99 and answer tokens 100..199, so a chunk's tokens tell which
+    is which; the first three name where their answer starts by prompt_tokens, the rest by answer_tokens."""
+    import json
+
+    lines = []
+    for index, (prompt, answer) in enumerate(lengths):
+        ids = [rng.randrange(1, 100) for _ in range(prompt)] + [rng.randrange(100, 200) for _ in range(answer)]
+        where = {"prompt_tokens": prompt} if index < 3 else {"answer_tokens": answer}
+        lines.append(json.dumps({"input_ids": ids, "split": "train", "source": "chat", "origin": "code",
+                                 "task": "continue", "files": [], **where}) + "\n")
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("windows", ["stream", "end"])
+def test_prompt_mask_marks_what_the_target_did_not_write(machine, tmp_path, windows):
+    """prompt_mask is True exactly at a chat record's prompt tokens and the separator after it, False
+    at its answer and at all corpus text; the collator turns it into the loss mask only when asked
+    (answer_only), and a record that does not say where its answer starts is refused."""
+    from hf_longspec.training.collator import LongSpecCollator
+
+    tokenizer = ByteTokenizer()
+    path = _records_with_marked_answers(tmp_path / "records.jsonl", random.Random(3))
+    mixed = LocalTextChunks(tokenizer, 48, 3_000, mix="code=0.5,chat=0.5", chat_data=[str(path)], roots=machine,
+                            max_epochs=3.0, chat_windows=windows)
+    chat = mixed.chunk_sources == mixed.source_names.index("chat")
+    assert chat.any() and (~chat).any() and mixed.prompt_mask.shape == mixed.chunks.shape
+    rows, masks = mixed.chunks[chat], mixed.prompt_mask[chat]
+    written_by_target = (rows >= 100) & (rows < 200)
+    assert torch.equal(masks, ~written_by_target)  # prompts (1..99) and separators (eos) are masked
+    assert written_by_target.any() and (rows == tokenizer.eos_token_id).any()
+    assert not mixed.prompt_mask[~chat].any()  # corpus text is never masked
+    if windows == "end":
+        # each chunk ends in its record's answer, then the separator
+        assert all(row[-1] == tokenizer.eos_token_id and 100 <= row[-2] < 200 for row in rows.tolist())
+    items = [mixed[i] for i in range(len(mixed))]
+    assert all(torch.equal(item["prompt_mask"], mixed.prompt_mask[i]) for i, item in enumerate(items))
+    collate = LongSpecCollator(max_positions=4096, seed=0)
+    answer_only = LongSpecCollator(max_positions=4096, seed=0, answer_only=True)
+    assert "loss_mask" not in collate(items[:4])
+    batch = answer_only(items[:4])
+    assert torch.equal(batch["loss_mask"], ~mixed.prompt_mask[:4])
+    assert "prompt_mask" not in LocalTextChunks(tokenizer, 48, 3_000, mix="code=1", roots=machine)[0]
+    path.write_text(__import__("json").dumps({"input_ids": [1, 2, 3], "split": "train"}) + "\n")
+    with pytest.raises(ValueError, match="neither prompt_tokens nor answer_tokens"):
+        LocalTextChunks(tokenizer, 2, 100, mix="chat=1", chat_data=[str(path)])
+
+
 def test_continuation_prompts_are_bare_documents_the_target_continues(machine):
     """With continuation_share, prompts are the plain document (no chat template, task "continue");
     at share 0 the prompts are exactly the chat prompts of before (same seed, same draws)."""
@@ -330,8 +379,8 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
 def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
     """--sliding-window, --intermediate-size, --cross-attention-length-scale and --target-entry-input reach the recipe's
     draft_overrides only when given (a draft
-    continued with --init-draft keeps its own otherwise); a width below 1 is refused by name, before any
-    target is loaded."""
+    continued with --init-draft keeps its own otherwise); a width below 1, and --chat-loss answer without
+    chat records, are refused by name, before any target is loaded."""
     from hf_longspec.cli import build_parser, draft_overrides, main
 
     parse = build_parser().parse_args
@@ -346,6 +395,9 @@ def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
     assert "--cross-attention-length-scale 0: allowed: an int >= 1." in capsys.readouterr().err
     assert main(["train", "--output", str(tmp_path / "run"), "--intermediate-size", "0"]) == 2
     assert "--intermediate-size 0: allowed: an int >= 1." in capsys.readouterr().err
+    # --chat-loss reaches the recipe, which refuses an answer loss without chat records before loading
+    assert main(["train", "--output", str(tmp_path / "run"), "--chat-loss", "answer"]) == 2
+    assert "chat_loss='answer' takes the loss on chat records' answers" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
@@ -400,13 +452,13 @@ def test_chat_data_no_compile_reaches_generate(monkeypatch, tmp_path):
     """make_chat_data --no-compile hands longspec_compile=False to every generate() call beside the draft
     (compiling each new batch shape took the tenth session's whole data budget); without it the
     generation default stands."""
-    import hf_longspec.embedded
+    import hf_longspec.demo
 
     make_chat_data = load_script("benchmarks/make_chat_data.py")
     tokenizer = chat_tokenizer()
     target = tiny_llama(vocab_size=len(tokenizer), max_positions=1024)
     monkeypatch.setattr(make_chat_data, "_load_target", lambda *args: (target, tokenizer))
-    monkeypatch.setattr(hf_longspec.embedded, "load_embedded_draft", lambda target: "the draft")
+    monkeypatch.setattr(hf_longspec.demo, "load_draft_for", lambda target, draft: ("the draft", draft))
     seen = []
 
     def answer(target, tokenizer, prompts, max_new_tokens, batch_size, started, time_budget=None, **kwargs):

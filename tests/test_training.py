@@ -159,6 +159,89 @@ def test_soft_distillation_trains_on_the_targets_whole_distribution(tmp_path):
     assert recorded["distill"] == "soft"
 
 
+def _answered_records(path, count=12, seed=0):
+    """Chat records whose prompt tokens are 1..99 and answer tokens 100..199 (prompt_tokens says where
+    the answer starts), so a batch's tokens tell prompt from answer."""
+    generator = torch.Generator().manual_seed(seed)
+    lines = []
+    for _ in range(count):
+        prompt, answer = (int(n) for n in torch.randint(8, 40, (2,), generator=generator))
+        ids = torch.cat([torch.randint(1, 100, (prompt,), generator=generator),
+                         torch.randint(100, 200, (answer,), generator=generator)]).tolist()
+        lines.append(json.dumps({"input_ids": ids, "split": "train", "prompt_tokens": prompt}) + "\n")
+    path.write_text("".join(lines))
+    return path
+
+
+def test_answer_loss_is_taken_on_the_targets_answers_only(tmp_path, monkeypatch):
+    """chat_loss="answer": every batch the Trainer trains on carries a loss mask that is False exactly at
+    the records' prompt tokens and separators, the loss is the cross-entropy over the answer tokens
+    alone (by hand), labels of prompt tokens do not change it, and the option is saved with the draft."""
+    import torch.nn.functional as F
+
+    from hf_longspec.training.trainer import LongSpecTrainer
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    records = _answered_records(tmp_path / "records.jsonl")
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), max_steps=3, seq_len=48, batch_size=4, learning_rate=1e-3,
+                         warmup_steps=0, max_tokens=4_000, save_steps=10**6, logging_steps=1, corpus_mix="chat=1",
+                         chat_data=[str(records)], chat_windows="end", chat_loss="answer", corpus_max_epochs=4.0,
+                         draft_overrides={"sliding_window": 16})
+    seen = []
+    original = LongSpecTrainer.compute_loss
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append({name: value.detach().clone() for name, value in inputs.items()})
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(LongSpecTrainer, "compute_loss", recording)
+    draft = train_draft(target, ByteTokenizer(), recipe, progress=False)
+    assert len(seen) == 3
+    for batch in seen:
+        ids = batch["input_ids"]
+        assert torch.equal(batch["loss_mask"], (ids >= 100) & (ids < 200)), "the mask is not the answers"
+    assert json.loads((tmp_path / "run" / "final" / "training_recipe.json").read_text())["chat_loss"] == "answer"
+
+    monkeypatch.setattr(LongSpecTrainer, "compute_loss", original)
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path / "args"), use_cpu=True, report_to="none")
+    trainer = LongSpecTrainer(model=draft, args=args, target=target, distill="argmax")
+    batch = seen[0]
+    keys, values, labels = trainer.target_signals(draft, batch["input_ids"], batch["position_ids"])
+    loss = trainer.compute_loss(draft, batch)
+    logits = draft(batch["input_ids"], keys, values, batch["position_ids"], noise_shift=int(batch["noise_shift"])).logits
+    answer = batch["loss_mask"][:, 1:]
+    by_hand = F.cross_entropy(logits[:, :-1][answer].float(), labels[:, 1:][answer])
+    assert torch.allclose(loss, by_hand, rtol=1e-5, atol=0)
+    everything = trainer.compute_loss(draft, {k: v for k, v in batch.items() if k != "loss_mask"})
+    assert not torch.allclose(loss, everything, rtol=1e-3, atol=0)
+    # other labels at the prompt tokens leave the loss as it was
+    scrambled = labels.clone()
+    scrambled[~batch["loss_mask"]] = (scrambled[~batch["loss_mask"]] + 7) % 257
+    trainer.target_signals = lambda model, input_ids, position_ids: (keys, values, scrambled)
+    assert torch.equal(trainer.compute_loss(draft, batch), loss)
+
+
+def test_answer_loss_is_refused_where_it_cannot_mean_anything(tmp_path):
+    records = str(_answered_records(tmp_path / "records.jsonl"))
+    good = dict(output_dir=str(tmp_path / "run"), corpus_mix="code=0.5,chat=0.5", chat_data=[records],
+                chat_windows="end", chat_loss="answer")
+    TrainRecipe(**good).check()
+    refusals = {
+        "chat_loss='middle'; allowed: \\('all', 'answer'\\)": {"chat_loss": "middle"},
+        "trains on no chat records": {"corpus_mix": "code=1"},
+        "trains on no chat records.*chat_loss='all'": {"chat_data": []},
+        "chat_windows='stream'.*Allowed: chat_windows='end'": {"chat_windows": "stream"},
+        "distill='soft'.*Allowed: distill 'argmax' or 'none'": {"distill": "soft"},
+    }
+    for message, change in refusals.items():
+        with pytest.raises(TrainingRecipeError, match=message):
+            TrainRecipe(**{**good, **change}).check()
+    with pytest.raises(TrainingRecipeError, match="trains on no chat records"):
+        TrainRecipe(output_dir=str(tmp_path / "run"), kinds=["code"], chat_loss="answer").check()
+
+
 class _StopAfter(TrainerCallback):
     """Interrupts a run after `step` optimizer steps (the checkpoint of that step is written first)."""
 
@@ -608,6 +691,10 @@ def test_ablation_variants_name_real_recipe_fields():
         script.parse_variant("typo=seq_length:4096")
     with pytest.raises(ValueError, match="a variant needs a name"):
         script.parse_variant("=seq_len:4096")
+    # JSON values keep their commas: a whole corpus mix, a list of files
+    assert script.parse_variant('ans=corpus_mix:{"chat":0.5,"code":0.5},chat_data:["a.jsonl","b,c.jsonl"],'
+                                'chat_loss:answer') == (
+        "ans", {"corpus_mix": {"chat": 0.5, "code": 0.5}, "chat_data": ["a.jsonl", "b,c.jsonl"], "chat_loss": "answer"})
 
 
 def test_ablation_summary_pairs_each_run_with_the_first_variants_same_seed():
@@ -745,6 +832,10 @@ def _tiny_text_tree(root):
 def _assert_same_chunks(joined, direct):
     assert joined.seq_len == direct.seq_len and joined.source_names == direct.source_names
     assert torch.equal(joined.chunks, direct.chunks) and torch.equal(joined.chunk_sources, direct.chunk_sources)
+    if direct.prompt_mask is None:
+        assert joined.prompt_mask is None
+    else:
+        assert torch.equal(joined.prompt_mask, direct.prompt_mask)
     if direct.mix_report is None:
         assert joined.mix_report is None
         return
@@ -777,6 +868,12 @@ def test_ablation_regroups_short_chunks_into_what_a_longer_build_gives(tmp_path)
     records_cut_at_ends = copy.copy(short)
     records_cut_at_ends.chat_windows = "end"
     assert script.regrouped(records_cut_at_ends, 32) is None
+    # chat records cut like files: their prompt mask is regrouped with their tokens
+    records = str(_answered_records(tmp_path / "records.jsonl", count=40))
+    with_chat = [LocalTextChunks(tokenizer, seq_len, 6000, mix={**mix, "chat": 0.4}, chat_data=[records], roots=roots,
+                                 max_epochs=2.0) for seq_len in (16, 48)]
+    assert with_chat[0].prompt_mask.any() and (~with_chat[0].prompt_mask).any()
+    _assert_same_chunks(script.regrouped(with_chat[0], 48), with_chat[1])
     # the legacy loader on this machine's real text
     real = [build_dataset(tokenizer, TrainRecipe(output_dir="", seq_len=seq_len, max_tokens=3000,
                                                  kinds=["code", "prose"])) for seq_len in (16, 32, 48)]
@@ -819,6 +916,30 @@ def test_ablation_builds_each_data_setting_once_and_regroups_longer_seq_lens(tmp
     script.dataset_for(datasets, tokenizer, replace(base, chat_windows="end", seq_len=32))
     assert builds == [(16, 0, 2.0, "stream"), (24, 0, 2.0, "stream"), (16, 0, 1.0, "stream"), (16, 0, 2.0, "end"),
                       (32, 0, 2.0, "end")]
+
+
+def test_cell_deltas_pair_each_prompt_with_the_start_per_cell(tmp_path, capsys):
+    """plot_cell_deltas.py: per variant and (kind, length) cell, the mean over seeds and prompts of tau
+    minus the start's tau on the same prompt, each seed's cell mean, and the pairs better / worse; a
+    report without the start is refused."""
+    script = load_script("benchmarks/plot_cell_deltas.py")
+    prompts = [{"kind": "code", "length": 2048}, {"kind": "code", "length": 2048}, {"kind": "prose", "length": 8000}]
+    report = {"start": {"tau": 3.0, "tau_per_prompt": [3.0, 2.0, 2.5]}, "prompts": prompts, "runs": [
+        {"variant": "a", "seed": 0, "tau_per_prompt": [3.5, 2.0, 2.0]},
+        {"variant": "a", "seed": 1, "tau_per_prompt": [2.5, 3.0, 3.5]},
+        {"variant": "b", "seed": 0, "tau_per_prompt": [3.0, 2.0, 2.5]}]}
+    rows = {(row["variant"], row["kind"]): row for row in script.cell_deltas(report)}
+    assert rows["a", "code"]["delta_mean"] == pytest.approx((0.5 + 0.0 - 0.5 + 1.0) / 4)
+    assert rows["a", "code"]["seed_means"] == {0: pytest.approx(0.25), 1: pytest.approx(0.25)}
+    assert (rows["a", "code"]["better"], rows["a", "code"]["worse"]) == (2, 1)
+    assert rows["a", "prose"]["delta_mean"] == pytest.approx(0.25) and rows["b", "prose"]["delta_mean"] == 0
+    path = tmp_path / "ablation.json"
+    path.write_text(json.dumps(report))
+    assert script.main([str(path)]) == 0
+    assert "| a | +0.25 (2/1) | +0.25 (1/1) |" in capsys.readouterr().out
+    path.write_text(json.dumps({k: v for k, v in report.items() if k != "start"}))
+    with pytest.raises(SystemExit):
+        script.main([str(path)])
 
 
 def test_ablation_tau_per_cell_pools_each_cell_and_compares_8000_with_2048():

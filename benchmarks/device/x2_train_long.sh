@@ -27,6 +27,10 @@ SEQ=${SEQ:-2048}; BATCH=${BATCH:-8}    # per rank (global 16); keep them when re
 NPROC=${NPROC:-2}                      # GPUs (NPROC=1 with BATCH=16 on the one-GPU kind: the same global batch)
 source benchmarks/device/setup_model.sh
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=4
+# the packed train split of man pages and translations (.carry/ust, unpacked by an earlier call into
+# /tmp/call10) when it is there: a resumed run must read the same text, so unpack it on every call or on none
+if [ -d /tmp/call10/usr_share_train ]; then export HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train; fi
+echo "usr_share: ${HF_LONGSPEC_USR_SHARE:-the machine /usr/share}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast
 R="$OUT/x2_long"; W=/tmp/x2_long
 mkdir -p "$R"; rm -rf "$W"; mkdir -p "$W"

@@ -142,6 +142,7 @@ def cmd_train(args) -> int:
         chat_data=list(args.chat_data),
         corpus_max_epochs=args.corpus_max_epochs,
         chat_windows=args.chat_windows,
+        chat_loss=args.chat_loss,
         init_draft=None if args.init_draft == "untrained" else args.init_draft,
     )
     check_draft_arg(args.init_draft, "--init-draft")
@@ -272,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--chat-windows", choices=["stream", "end"], default="stream",
                        help="chat records cut like files ('stream') or one chunk per record ending at the end of "
                             "the target's answer ('end')")
+    train.add_argument("--chat-loss", choices=["all", "answer"], default="all",
+                       help="chat records trained on all their tokens, or on the target's answer only ('answer': "
+                            "needs --chat-windows end; corpus text is always trained on)")
     train.set_defaults(func=cmd_train)
 
     corpus = commands.add_parser("corpus", help="per-source files, characters (and tokens) of the local corpus")

@@ -2,7 +2,10 @@
 
 The randomness is a function of what is being collated, not of how the batch is split: a row's
 positions depend on (seed, sample index, how often that sample was seen) and the shift on
-(seed, step), so N data-parallel ranks with batch b train exactly like one process with batch N*b."""
+(seed, step), so N data-parallel ranks with batch b train exactly like one process with batch N*b.
+
+`answer_only`: rows that carry a `prompt_mask` (chat records, training/data.py) get a `loss_mask`
+that leaves out their prompt tokens, so the loss is taken on the target's answers and on corpus text."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ class LongSpecCollator:
     anchor_offset: bool = True
     noisy: bool = True
     seed: int = 0
+    answer_only: bool = False
 
     def __post_init__(self):
         self.generator = torch.Generator().manual_seed(self.seed)  # for features without an index
@@ -53,8 +57,11 @@ class LongSpecCollator:
             )
         step_generator = torch.Generator().manual_seed(hash((self.seed, self.steps)) & 0x7FFF_FFFF_FFFF)
         self.steps += 1
-        return {
+        batch_inputs = {
             "input_ids": input_ids,
             "position_ids": position_ids,
             "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, step_generator, self.noisy)),
         }
+        if self.answer_only and all("prompt_mask" in f for f in features):
+            batch_inputs["loss_mask"] = ~torch.stack([f["prompt_mask"] for f in features])
+        return batch_inputs

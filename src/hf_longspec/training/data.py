@@ -17,12 +17,18 @@ Chat records (pre-tokenized prompt + target answer) are cut one of two ways (`ch
 document and the target's answer to it; 'end' gives every record one chunk that ends where its
 answer ends (the record's last `seq_len` tokens, or the previous record's tail before a short one),
 so each answer token is trained with as much of its own document before it as fits.
+
+`prompt_mask` (when chat records are mixed in) marks, chunk by chunk, the tokens that are a record's
+prompt (its document and instruction) or the separator after it: text the target did not write. The
+collator turns it into a loss mask for `chat_loss="answer"` (training/run.py), so a record's loss is
+taken on the target's own answer only; corpus text is never masked.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
+from typing import NamedTuple
 
 import torch
 from torch.utils.data import Dataset
@@ -32,6 +38,13 @@ from ..errors import TrainingRecipeError
 
 _BATCH_FILES = 64
 CHAT_WINDOWS = ("stream", "end")
+
+
+class _Record(NamedTuple):
+    """A pre-tokenized chat record: prompt + the target's answer."""
+
+    ids: list[int]
+    prompt_tokens: int  # the answer starts here
 
 
 class LocalTextChunks(Dataset):
@@ -84,6 +97,7 @@ class LocalTextChunks(Dataset):
         self.chunks = torch.tensor(stream[:usable], dtype=torch.long).view(-1, self.seq_len)
         self.source_names = ("+".join(kinds),)
         self.chunk_sources = torch.zeros(len(self.chunks), dtype=torch.long)
+        self.prompt_mask = None
         self.mix_report = None
 
     # weighted sources
@@ -105,12 +119,13 @@ class LocalTextChunks(Dataset):
                 stream.fill(targets[name])
             if all(name in known for name, s in streams.items() if s.exhausted):
                 break
-        chunks, sources, report = [], [], {}
+        chunks, masks, sources, report = [], [], [], {}
         for index, (name, stream) in enumerate(streams.items()):
-            ids = stream.take(min(targets[name], stream.size * max_epochs))
+            ids, mask = stream.take(min(targets[name], stream.size * max_epochs))
             count = len(ids) // self.seq_len
             if count:
                 chunks.append(ids.view(count, self.seq_len))
+                masks.append(mask.view(count, self.seq_len))
                 sources.append(torch.full((count,), index, dtype=torch.long))
             report[name] = {"weight": weights[name], "tokens": count * self.seq_len, "documents": stream.used,
                             "short": stream.exhausted and stream.size * max_epochs < weights[name] * max_tokens,
@@ -124,6 +139,7 @@ class LocalTextChunks(Dataset):
         for row in report.values():
             row["share"] = row["tokens"] / total
         self.chunks = torch.cat(chunks)
+        self.prompt_mask = torch.cat(masks) if "chat" in streams else None
         self.chunk_sources = torch.cat(sources)
         self.source_names = tuple(streams)
         self.mix_report = report
@@ -132,7 +148,10 @@ class LocalTextChunks(Dataset):
         return self.chunks.shape[0]
 
     def __getitem__(self, index: int) -> dict:
-        return {"input_ids": self.chunks[index], "index": index}
+        item = {"input_ids": self.chunks[index], "index": index}
+        if self.prompt_mask is not None:
+            item["prompt_mask"] = self.prompt_mask[index]
+        return item
 
     def source_shares(self) -> dict[str, float]:
         """Fraction of chunks from each source."""
@@ -149,6 +168,7 @@ class _SourceStream:
         self.seq_len, self.align_records = seq_len, align_records
         self.position, self.used, self.tokens = 0, 0, 0
         self.pieces: list[torch.Tensor] = []
+        self.mask_pieces: list[torch.Tensor] = []  # True: a record's prompt or the separator after it
         self.record_ends: list[int] = []  # stream offsets just past each record's EOS
 
     @property
@@ -168,46 +188,67 @@ class _SourceStream:
             self.position += len(batch)
             texts, ready = [], []
             for item in batch:
-                if isinstance(item, list):  # pre-tokenized (chat records)
-                    ready.append(item + ([self.eos] if self.eos is not None else []))
+                if isinstance(item, _Record):  # pre-tokenized (chat records)
+                    ready.append(item)
                 else:
                     text = read_document(item)
                     if text:
                         texts.append(text)
             ids = _encode_all(self.tokenizer, texts, self.eos) if texts else []
+            text_tokens = len(ids)
+            prompt: list[bool] = []  # the records' part of the mask; corpus text is never a prompt
+            separator = [self.eos] if self.eos is not None else []
             for record in ready:
-                ids += record
+                ids += record.ids + separator
+                answer = len(record.ids) - record.prompt_tokens
+                prompt += [True] * record.prompt_tokens + [False] * answer + [True] * len(separator)
                 self.record_ends.append(self.tokens + len(ids))
             self.used += len(texts) + len(ready)
             if ids:
                 self.pieces.append(torch.tensor(ids, dtype=torch.long))
+                self.mask_pieces.append(torch.cat([torch.zeros(text_tokens, dtype=torch.bool),
+                                                   torch.tensor(prompt, dtype=torch.bool)]))
                 self.tokens += len(ids)
 
-    def take(self, budget: float) -> torch.Tensor:
-        """The first `budget` tokens (whole chunks), repeating the stream if the budget is larger."""
+    def take(self, budget: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first `budget` tokens (whole chunks), repeating the stream if the budget is larger, and
+        their prompt mask."""
         seq_len = self.seq_len
         if not self.pieces:
-            return torch.zeros(0, dtype=torch.long)
-        stream = torch.cat(self.pieces)
+            return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.bool)
+        stream, mask = torch.cat(self.pieces), torch.cat(self.mask_pieces)
         if self.align_records:  # one chunk per record, ending at its end
-            stream = torch.cat([stream[end - seq_len:end] for end in self.record_ends if end >= seq_len]
-                               or [stream[:0]])
-            if not len(stream):
-                return stream
+            ends = [end for end in self.record_ends if end >= seq_len]
+            if not ends:
+                return stream[:0], mask[:0]
+            stream = torch.cat([stream[end - seq_len:end] for end in ends])
+            mask = torch.cat([mask[end - seq_len:end] for end in ends])
         wanted = int(budget) // seq_len * seq_len
         if wanted > len(stream):
-            stream = stream.repeat(-(-wanted // len(stream)))
-        return stream[:wanted]
+            repeats = -(-wanted // len(stream))
+            stream, mask = stream.repeat(repeats), mask.repeat(repeats)
+        return stream[:wanted], mask[:wanted]
 
 
-def _chat_items(paths, split: str, vocab_size: int) -> list[list[int]]:
+def _chat_items(paths, split: str, vocab_size: int) -> list[_Record]:
     from .chat_data import read_chat_jsonl
 
-    items = [record["input_ids"] for record in read_chat_jsonl(paths, split=None if split == "all" else split)]
-    for ids in items:
+    items = []
+    for record in read_chat_jsonl(paths, split=None if split == "all" else split):
+        ids = record["input_ids"]
         if ids and max(ids) >= vocab_size:
             raise ValueError(f"chat data has token id {max(ids)} >= vocabulary size {vocab_size}: "
                              "it was made with another tokenizer")
+        if "prompt_tokens" in record:
+            prompt_tokens = int(record["prompt_tokens"])
+        elif "answer_tokens" in record:
+            prompt_tokens = len(ids) - int(record["answer_tokens"])
+        else:
+            raise ValueError("a chat record has neither prompt_tokens nor answer_tokens, so where its answer "
+                             "starts is unknown; records of training/chat_data.py chat_records carry both")
+        if not 0 <= prompt_tokens <= len(ids):
+            raise ValueError(f"a chat record's prompt_tokens={prompt_tokens} is outside its {len(ids)} tokens")
+        items.append(_Record(ids, prompt_tokens))
     return items
 
 

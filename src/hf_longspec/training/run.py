@@ -20,7 +20,7 @@ from .data import LocalTextChunks
 from .trainer import LongSpecTrainer, SpeedLog, StopAtDeadline
 from .widen import add_entry_input, add_length_scaling, widen_mlp
 
-
+CHAT_LOSSES = ("all", "answer")  # TrainRecipe.chat_loss: where a chat record's loss is taken
 
 
 @dataclass
@@ -54,6 +54,10 @@ class TrainRecipe:
     # how chat records become chunks (training/data.py): "stream" (cut like files) or "end" (one
     # chunk per record, ending where the target's answer ends)
     chat_windows: str = "stream"
+    # where a chat record's loss is taken: "all" its tokens, or "answer" (the target's own writing
+    # only; its document, mostly human text, is read as context). Needs chat_windows="end" (every
+    # record's chunk then ends in its answer) and token labels (distill "argmax" or "none").
+    chat_loss: str = "all"
     seed: int = 0
     save_steps: int = 500
     logging_steps: int = 10
@@ -102,6 +106,7 @@ class TrainRecipe:
 
         if self.chat_windows not in CHAT_WINDOWS:
             raise TrainingRecipeError(f"chat_windows={self.chat_windows!r}; allowed: {CHAT_WINDOWS}.")
+        self._check_chat_loss()
         steps = self.rollout_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < self.seq_len:
             raise TrainingRecipeError(f"rollout_steps={steps!r}; allowed: an int from 1 (no rollout) to seq_len - 1 "
@@ -120,6 +125,25 @@ class TrainRecipe:
                 f"{self.output_dir}, --overwrite-output deletes them. Pass one of them."
             )
         check_output_dir(self.output_dir, self.resume, self.overwrite_output)
+
+    def _check_chat_loss(self) -> None:
+        if self.chat_loss not in CHAT_LOSSES:
+            raise TrainingRecipeError(f"chat_loss={self.chat_loss!r}; allowed: {CHAT_LOSSES}.")
+        if self.chat_loss == "all":
+            return
+        from ..corpus import parse_mix
+
+        chat_weight = parse_mix(self.corpus_mix).get("chat", 0) if self.corpus_mix is not None else 0
+        if not (chat_weight > 0 and self.chat_data):
+            raise TrainingRecipeError("chat_loss='answer' takes the loss on chat records' answers, but this recipe "
+                                      "trains on no chat records. Allowed: a corpus mix with a chat share and "
+                                      "chat_data files, or chat_loss='all'.")
+        if self.chat_windows != "end":
+            raise TrainingRecipeError(f"chat_loss='answer' with chat_windows={self.chat_windows!r}: a record cut "
+                                      "like a file can give chunks with no answer token. Allowed: chat_windows='end'.")
+        if self.distill == "soft":
+            raise TrainingRecipeError("chat_loss='answer' with distill='soft': the answer mask needs token labels. "
+                                      "Allowed: distill 'argmax' or 'none'.")
 
 
 def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
@@ -223,6 +247,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         anchor_offset=recipe.anchor_offset,
         noisy=recipe.noisy,
         seed=recipe.seed,
+        answer_only=recipe.chat_loss == "answer",
     )
     arguments = dict(
         output_dir=recipe.output_dir,

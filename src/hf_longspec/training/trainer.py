@@ -99,6 +99,10 @@ class LongSpecTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         input_ids, position_ids = inputs["input_ids"], inputs["position_ids"]
         keys, values, labels = self.target_signals(model, input_ids, position_ids)
+        if "loss_mask" in inputs:  # chat_loss="answer": a record's prompt tokens are not trained on
+            if labels.is_floating_point():
+                raise ValueError("a loss mask needs token labels (distill 'argmax' or 'none'), not soft labels")
+            labels = labels.masked_fill(~inputs["loss_mask"], -100)
         rollout = {"rollout_steps": self.rollout_steps, "rollout_decay": self.rollout_decay} \
             if self.rollout_steps > 1 else {}  # K = 1: the call (and the loss) of plain training, unchanged
         with self._draft_autocast():
