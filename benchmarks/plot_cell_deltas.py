@@ -1,7 +1,8 @@
 """Where did a fine-tune move tau? Per (kind, length) cell, each variant's paired difference from the
 starting draft, prompt by prompt, from an ablation.json that measured the start (--eval-start).
 
-    python benchmarks/plot_cell_deltas.py docs/results/session14_2026-12-02/ablation_merged.json \
+    python benchmarks/plot_cell_deltas.py \
+        docs/results/session14_2026-12-02/ablation_merged_with_session13.json \
         --out docs/figures/target_writing_cells_h200_2026-12-02.png
 
 The pooled tau of ablate_training.py hides trades between kinds: a variant can gain on prose at 8k

@@ -312,7 +312,9 @@ def main(argv=None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     target, tokenizer = load_embedded_target(device=args.device, dtype=DTYPES.get(args.dtype))
     device = target.get_input_embeddings().weight.device
-    draft, _ = load_draft_for(target, args.draft)
+    draft, source = load_draft_for(target, args.draft)
+    if source.startswith("untrained") and args.draft != "untrained":
+        raise SystemExit(f"--draft {args.draft}: {source}; a tau curve of a random draft would be mislabeled")
     widths = args.tree_widths or list(draft.config.tree_widths)
     depth = len(widths)
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

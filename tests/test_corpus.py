@@ -335,13 +335,22 @@ def test_prompt_mask_marks_what_the_target_did_not_write(machine, tmp_path, wind
     assert all(torch.equal(item["prompt_mask"], mixed.prompt_mask[i]) for i, item in enumerate(items))
     collate = LongSpecCollator(max_positions=4096, seed=0)
     answer_only = LongSpecCollator(max_positions=4096, seed=0, answer_only=True)
-    assert "loss_mask" not in collate(items[:4])
-    batch = answer_only(items[:4])
-    assert torch.equal(batch["loss_mask"], ~mixed.prompt_mask[:4])
-    assert "prompt_mask" not in LocalTextChunks(tokenizer, 48, 3_000, mix="code=1", roots=machine)[0]
-    path.write_text(__import__("json").dumps({"input_ids": [1, 2, 3], "split": "train"}) + "\n")
-    with pytest.raises(ValueError, match="neither prompt_tokens nor answer_tokens"):
-        LocalTextChunks(tokenizer, 2, 100, mix="chat=1", chat_data=[str(path)])
+    rows_of_both = [int(i) for i in chat.nonzero()[:3, 0]] + [int((~chat).nonzero()[0, 0])]
+    picked = [items[i] for i in rows_of_both]
+    assert "loss_mask" not in collate(picked)
+    assert torch.equal(answer_only(picked)["loss_mask"], ~mixed.prompt_mask[rows_of_both])
+    code_only = LocalTextChunks(tokenizer, 48, 3_000, mix="code=1", roots=machine)
+    assert "prompt_mask" not in code_only[0]
+    with pytest.raises(ValueError, match="answer_only needs every row's prompt_mask"):
+        answer_only([code_only[0], code_only[1]])
+    import json
+
+    for record, message in (({"input_ids": [1, 2, 3], "split": "train"}, "neither prompt_tokens nor answer_tokens"),
+                            ({"input_ids": [1, 2, 3], "split": "train", "prompt_tokens": 3}, "leaves no answer")):
+        path.write_text(json.dumps({"input_ids": [4, 5], "split": "train", "prompt_tokens": 1}) + "\n"
+                        + json.dumps(record) + "\n")
+        with pytest.raises(ValueError, match=f"chat record 2 of {path}.*{message}"):
+            LocalTextChunks(tokenizer, 2, 100, mix="chat=1", chat_data=[str(path)])
 
 
 def test_continuation_prompts_are_bare_documents_the_target_continues(machine):

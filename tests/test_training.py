@@ -234,6 +234,8 @@ def test_answer_loss_is_refused_where_it_cannot_mean_anything(tmp_path):
         "trains on no chat records.*chat_loss='all'": {"chat_data": []},
         "chat_windows='stream'.*Allowed: chat_windows='end'": {"chat_windows": "stream"},
         "distill='soft'.*Allowed: distill 'argmax' or 'none'": {"distill": "soft"},
+        "seq_len=2.*Allowed: seq_len >= 3": {"seq_len": 2, "max_tokens": 100},
+        "corpus_mix='chat=1,poems=1': unknown corpus sources": {"corpus_mix": "chat=1,poems=1"},
     }
     for message, change in refusals.items():
         with pytest.raises(TrainingRecipeError, match=message):
@@ -940,6 +942,29 @@ def test_cell_deltas_pair_each_prompt_with_the_start_per_cell(tmp_path, capsys):
     path.write_text(json.dumps({k: v for k, v in report.items() if k != "start"}))
     with pytest.raises(SystemExit):
         script.main([str(path)])
+
+
+def test_answer_repeats_finds_where_an_answer_starts_to_loop(tmp_path):
+    """answer_repeats.py: the first window that repeats an earlier one of the same answer (the prompt
+    does not count), the share of repeating windows, and the summary per file and per task kind."""
+    import gzip
+
+    script = load_script("benchmarks/answer_repeats.py")
+    assert script.first_repeat_and_share([1, 2, 3, 4, 5], 2) == (5, 0.0)
+    assert script.first_repeat_and_share([7, 8, 9, 7, 8, 9, 7, 8], 3) == (3, pytest.approx(3 / 6))
+    records = [{"input_ids": [7, 8, 9] + [1, 2, 3, 1, 2, 3, 1, 2], "prompt_tokens": 3, "answer_tokens": 8,
+                "task": "continue"},
+               {"input_ids": [1, 2, 3, 4, 5, 6], "prompt_tokens": 2, "answer_tokens": 4, "task": "summarize"}]
+    path = tmp_path / "records.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in records))
+    assert script.main([str(path), "--window", "3", "--eval-tokens", "4", "--out", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["tasks"]["continue"]["first_repeat_median"] == 3
+    assert report["tasks"]["continue"]["repeating_window_share"] == pytest.approx(0.5)
+    assert report["tasks"]["instructions"]["first_repeat_median"] == 4  # no repeat: the answer's length
+    assert report["files"]["records.jsonl.gz"]["answers_at_the_longest"] == 1
+    assert report["tasks"]["all"]["repeating_before_4"] == 0.5
 
 
 def test_ablation_tau_per_cell_pools_each_cell_and_compares_8000_with_2048():

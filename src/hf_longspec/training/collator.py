@@ -4,8 +4,10 @@ The randomness is a function of what is being collated, not of how the batch is 
 positions depend on (seed, sample index, how often that sample was seen) and the shift on
 (seed, step), so N data-parallel ranks with batch b train exactly like one process with batch N*b.
 
-`answer_only`: rows that carry a `prompt_mask` (chat records, training/data.py) get a `loss_mask`
-that leaves out their prompt tokens, so the loss is taken on the target's answers and on corpus text."""
+`answer_only`: every row carries a `prompt_mask` (a dataset with chat records, training/data.py) and
+the batch gets a `loss_mask` that leaves out the records' prompt tokens, so the loss is taken on the
+target's answers and on corpus text. The loss is then a mean over each rank's own trained tokens, so
+N ranks equal one process with batch N*b only up to how those tokens fall across the ranks."""
 
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ class LongSpecCollator:
             "position_ids": position_ids,
             "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, step_generator, self.noisy)),
         }
-        if self.answer_only and all("prompt_mask" in f for f in features):
+        if self.answer_only:
+            if not all("prompt_mask" in f for f in features):
+                raise ValueError("answer_only needs every row's prompt_mask, which a dataset with chat records "
+                                 "gives (LocalTextChunks with a chat share); these rows have none")
             batch_inputs["loss_mask"] = ~torch.stack([f["prompt_mask"] for f in features])
         return batch_inputs

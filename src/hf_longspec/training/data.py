@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -234,21 +235,26 @@ def _chat_items(paths, split: str, vocab_size: int) -> list[_Record]:
     from .chat_data import read_chat_jsonl
 
     items = []
-    for record in read_chat_jsonl(paths, split=None if split == "all" else split):
-        ids = record["input_ids"]
-        if ids and max(ids) >= vocab_size:
-            raise ValueError(f"chat data has token id {max(ids)} >= vocabulary size {vocab_size}: "
-                             "it was made with another tokenizer")
-        if "prompt_tokens" in record:
-            prompt_tokens = int(record["prompt_tokens"])
-        elif "answer_tokens" in record:
-            prompt_tokens = len(ids) - int(record["answer_tokens"])
-        else:
-            raise ValueError("a chat record has neither prompt_tokens nor answer_tokens, so where its answer "
-                             "starts is unknown; records of training/chat_data.py chat_records carry both")
-        if not 0 <= prompt_tokens <= len(ids):
-            raise ValueError(f"a chat record's prompt_tokens={prompt_tokens} is outside its {len(ids)} tokens")
-        items.append(_Record(ids, prompt_tokens))
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        for line, record in enumerate(read_chat_jsonl(path), start=1):  # blank lines aside
+            if split != "all" and record.get("split") != split:
+                continue
+            ids = record["input_ids"]
+            where = f"chat record {line} of {path}"
+            if ids and max(ids) >= vocab_size:
+                raise ValueError(f"{where} has token id {max(ids)} >= vocabulary size {vocab_size}: "
+                                 "it was made with another tokenizer")
+            if "prompt_tokens" in record:
+                prompt_tokens = int(record["prompt_tokens"])
+            elif "answer_tokens" in record:
+                prompt_tokens = len(ids) - int(record["answer_tokens"])
+            else:
+                raise ValueError(f"{where} has neither prompt_tokens nor answer_tokens, so where its answer starts "
+                                 "is unknown; records of training/chat_data.py chat_records carry both")
+            if not 0 <= prompt_tokens < len(ids):
+                raise ValueError(f"{where}: prompt_tokens={prompt_tokens} leaves no answer in its {len(ids)} tokens; "
+                                 "allowed: 0 <= prompt_tokens < len(input_ids)")
+            items.append(_Record(ids, prompt_tokens))
     return items
 
 

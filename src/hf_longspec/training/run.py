@@ -133,7 +133,10 @@ class TrainRecipe:
             return
         from ..corpus import parse_mix
 
-        chat_weight = parse_mix(self.corpus_mix).get("chat", 0) if self.corpus_mix is not None else 0
+        try:
+            chat_weight = parse_mix(self.corpus_mix).get("chat", 0) if self.corpus_mix is not None else 0
+        except ValueError as error:
+            raise TrainingRecipeError(f"corpus_mix={self.corpus_mix!r}: {error}") from None
         if not (chat_weight > 0 and self.chat_data):
             raise TrainingRecipeError("chat_loss='answer' takes the loss on chat records' answers, but this recipe "
                                       "trains on no chat records. Allowed: a corpus mix with a chat share and "
@@ -144,6 +147,10 @@ class TrainRecipe:
         if self.distill == "soft":
             raise TrainingRecipeError("chat_loss='answer' with distill='soft': the answer mask needs token labels. "
                                       "Allowed: distill 'argmax' or 'none'.")
+        if self.seq_len < 3:
+            raise TrainingRecipeError(f"chat_loss='answer' with seq_len={self.seq_len}: a record's chunk ends in its "
+                                      "last answer token and a separator, and that token needs one before it to be "
+                                      "predicted from. Allowed: seq_len >= 3.")
 
 
 def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
