@@ -235,12 +235,11 @@ def _chat_items(paths, split: str, vocab_size: int) -> list[_Record]:
     from .chat_data import read_chat_jsonl
 
     items = []
-    for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        for line, record in enumerate(read_chat_jsonl(path), start=1):  # blank lines aside
-            if split != "all" and record.get("split") != split:
-                continue
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:  # one file at a time: errors name it
+        wanted = None if split == "all" else split
+        for number, record in enumerate(read_chat_jsonl(path, split=wanted), start=1):
             ids = record["input_ids"]
-            where = f"chat record {line} of {path}"
+            where = f"chat record {number} of {path}" + (f" (of its {wanted} split)" if wanted else "")
             if ids and max(ids) >= vocab_size:
                 raise ValueError(f"{where} has token id {max(ids)} >= vocabulary size {vocab_size}: "
                                  "it was made with another tokenizer")
