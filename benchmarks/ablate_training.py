@@ -394,10 +394,16 @@ def parse_args(argv=None):
                              "config; 0: the tree alone, whose tau the training moves and the chain's copies do not)")
     parser.add_argument("--eval-start", action="store_true",
                         help="also measure the starting draft (--init-draft) on the same prompts: did training help?")
+    parser.add_argument("--eval-only", action="store_true",
+                        help="measure --init-draft on the prompts (as --eval-start) and train nothing: a draft "
+                             "trained elsewhere (the long run), prompt by prompt comparable with the ablations")
     parser.add_argument("--quick", action="store_true", help="tiny CPU smoke run: 2 steps, one short prompt")
     args = parser.parse_args(argv)
+    if args.eval_only and args.variant:
+        parser.error("--eval-only trains nothing: it takes no --variant")
+    args.eval_start = args.eval_start or args.eval_only
     if args.eval_start and args.init_draft == "untrained":
-        parser.error("--eval-start measures the starting draft: it needs a trained --init-draft "
+        parser.error("--eval-start and --eval-only measure the starting draft: they need a trained --init-draft "
                      "('embedded' or a draft folder), not 'untrained'")
     if args.quick:
         args.steps, args.seq_len, args.batch_size, args.max_tokens, args.warmup_steps = 2, 64, 2, 4_000, 0
@@ -430,6 +436,10 @@ def main(argv=None) -> int:
     if args.eval_start:
         report["start"] = measure_start(target, base, args, prompts, generate_kwargs)
         write_report(report, out, started)
+    if args.eval_only:
+        print("\ntau per kind and prompt length\n" + cell_table([{"variant": args.init_draft,
+                                                                   **cell_summary([report["start"]])}]))
+        return 0
     datasets = {}
     # seed by seed, each seed's variants together, and the report rewritten after every run: a run cut
     # short by a time limit keeps complete pairs

@@ -684,6 +684,67 @@ def test_ablation_against_the_start_pairs_every_run_with_the_starting_draft():
         script.parse_args(["--out", "x", "--init-draft", "untrained", "--eval-start"])
 
 
+def test_ablation_eval_only_measures_the_given_draft_and_trains_nothing(embedded, tmp_path, monkeypatch):
+    """--eval-only: the draft named by --init-draft measured on the ablation's prompts (so a draft trained
+    elsewhere pairs prompt by prompt with the ablations), no run trained; a --variant with it is refused."""
+    script = _ablation_script(embedded, monkeypatch)
+    monkeypatch.setattr(script, "train_draft", lambda *args, **kwargs: pytest.fail("--eval-only trained a draft"))
+    assert script.main(["--out", str(tmp_path), "--quick", "--eval-only", "--lookup-tokens", "0"]) == 0
+    report = json.loads((tmp_path / "ablation.json").read_text())
+    assert report["runs"] == [] and not (tmp_path / "runs").exists()
+    assert report["start"]["draft"] == "embedded" and len(report["start"]["tau_per_prompt"]) == len(report["prompts"]) == 1
+    assert report["start"]["tau"] >= 1.0
+    with pytest.raises(SystemExit):
+        script.parse_args(["--out", "x", "--eval-only", "--variant", "base"])
+    with pytest.raises(SystemExit):
+        script.parse_args(["--out", "x", "--eval-only", "--init-draft", "untrained"])
+
+
+def test_long_run_report_pairs_the_long_draft_with_the_shipped_one_prompt_by_prompt(tmp_path):
+    """benchmarks/long_run_report.py: the two --eval-only files paired prompt by prompt (pooled and per
+    cell), every call's steps from its summary and the last call's from the Trainer state; eval files
+    of other prompts are refused by name."""
+    script = load_script("benchmarks/long_run_report.py")
+    settings = {"eval_kinds": ["code", "chat"], "eval_lengths": [2048], "eval_prompts": 2, "new_tokens": 96,
+                "lookup_tokens": 0}
+    prompts = [{"kind": "code", "length": 2048}] * 2 + [{"kind": "chat", "length": 2048}] * 2
+
+    def eval_file(name, taus):
+        cells = {"code": {"2048": sum(taus[:2]) / 2}, "chat": {"2048": sum(taus[2:]) / 2}}
+        report = {"settings": settings, "prompts": prompts, "runs": [],
+                  "start": {"draft": name, "tau": sum(taus) / 4, "tau_per_prompt": taus, "tau_per_cell": cells}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(report))
+        return path
+
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"global_step": 30, "max_steps": 30, "epoch": 1.5, "log_history": [
+        {"step": 10, "loss": 3.0}, {"step": 20, "loss": 2.5}, {"step": 30, "loss": 2.0}]}))
+    summary = tmp_path / "call1.json"
+    summary.write_text(json.dumps({"speed": {"global_step": 12, "steps": 12, "all_steps_seconds": 6.0,
+                                             "seconds_per_step": 0.5, "tokens_per_second": 100.0,
+                                             "peak_gpu_memory_gib_per_rank": [1.0, 2.0]}}))
+    shipped, long = eval_file("shipped", [4.0, 3.0, 3.0, 2.0]), eval_file("long", [4.5, 3.0, 2.0, 2.0])
+    out = tmp_path / "out"
+    assert script.main(["--trainer-state", str(state), "--calls", str(summary), "--eval-long", str(long),
+                        "--eval-shipped", str(shipped), "--out", str(out), "--figure", str(tmp_path / "f.png")]) == 0
+    report = json.loads((out / "long_run.json").read_text())
+    assert report["loss"] == [[10, 3.0], [20, 2.5], [30, 2.0]]
+    assert [(row["from_step"], row["to_step"], row["steps"]) for row in report["calls"]] == [(0, 12, 12), (12, 30, 18)]
+    assert report["calls"][0]["peak_gpu_memory_gib"] == 2.0 and report["calls"][1]["summary"] == "not returned"
+    pooled = report["comparison"]["against_start"][0]
+    assert pooled["paired_delta_mean"] == pytest.approx((0.5 + 0 - 1.0 + 0) / 4)
+    assert (pooled["prompts_better"], pooled["prompts_worse"]) == (1, 1)
+    cells = {(row["kind"], row["length"]): row["delta_mean"] for row in report["comparison"]["cells"]}
+    assert cells == {("code", 2048): pytest.approx(0.25), ("chat", 2048): pytest.approx(-0.5)}
+    other = json.loads(long.read_text())
+    other["settings"] = {**settings, "new_tokens": 64}
+    long.write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="new_tokens"):
+        script.main(["--trainer-state", str(state), "--eval-long", str(long), "--eval-shipped", str(shipped),
+                     "--out", str(out)])
+
+
 def test_ablation_variants_name_real_recipe_fields():
     script = _ablation_script()
     assert script.parse_variant("base") == ("base", {})

@@ -8,13 +8,15 @@
 #                            then carry [".carry/x2_resume"] holding the ckpt.tar.part-* files an earlier
 #                            call returned:   BUDGET=330 bash benchmarks/device/x2_train_long.sh
 #                            (the checkpoint is ~50 MB: it cannot travel with part b in one call)
+#   the next call on the same warm machine: IN_PLACE=1 (no carry) continues from the newest checkpoint
+#                            the previous call left in /tmp/x2_long, with no tar round trip
 #
 # TRAIN_ARGS adds options, e.g. TRAIN_ARGS="--corpus-mix chat --chat-data /tmp/chat/chat_train.jsonl" after
 # x2_chat_data.sh on the same warm machine (keep them the same when resuming).
 # --max-steps TOTAL_STEPS is the whole run's length on every call (it sets the cosine schedule);
 # --max-seconds BUDGET stops the run and saves a checkpoint. Returns in $OUT/x2_long/:
 # ckpt.tar.part-* (the last checkpoint: fp32 weights, optimizer, scheduler, RNG states; 15 MiB parts),
-# final_bf16.tar (the draft folder in bf16, Hub-ready), train.log, summary.json. 7 files, < 64 MiB.
+# final_bf16.tar (the draft folder in bf16, Hub-ready), train.log, summary.json. 7 files, < 64 MiB (3 once the run is over).
 set -u
 set -o pipefail
 START=$SECONDS
@@ -33,13 +35,20 @@ if [ -d /tmp/call10/usr_share_train ]; then export HF_LONGSPEC_USR_SHARE=/tmp/ca
 echo "usr_share: ${HF_LONGSPEC_USR_SHARE:-the machine /usr/share}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast
 R="$OUT/x2_long"; W=/tmp/x2_long
-mkdir -p "$R"; rm -rf "$W"; mkdir -p "$W"
+mkdir -p "$R"
 
 RESUME=()
-if ls "$RESUME_DIR"/ckpt.tar.part-* > /dev/null 2>&1; then
-  cat "$RESUME_DIR"/ckpt.tar.part-* | tar -x -C "$W" || exit 5
+if [ "${IN_PLACE:-0}" = 1 ]; then
+  ls -d "$W"/checkpoint-* > /dev/null 2>&1 || { echo "IN_PLACE=1: no checkpoint in $W (machine went cold?)"; exit 5; }
   RESUME=(--resume)
-  echo "resuming from $(ls -d "$W"/checkpoint-*)"
+  echo "resuming in place from $(ls -d "$W"/checkpoint-* | sort -V | tail -1)"
+else
+  rm -rf "$W"; mkdir -p "$W"
+  if ls "$RESUME_DIR"/ckpt.tar.part-* > /dev/null 2>&1; then
+    cat "$RESUME_DIR"/ckpt.tar.part-* | tar -x -C "$W" || exit 5
+    RESUME=(--resume)
+    echo "resuming from $(ls -d "$W"/checkpoint-*)"
+  fi
 fi
 
 timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node $NPROC --master_port 29513 \
@@ -49,11 +58,14 @@ timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node
   | grep --line-buffered -v "it/s]" | tee "$R/train.log" | grep --line-buffered -E "'loss'|train_runtime|rror|saved"
 echo "train exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 
-# the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back
+# the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back;
+# not once the run is over (checkpoint-TOTAL_STEPS): the draft is final_bf16.tar then, and the 8 files a
+# call returns are better spent on what measures it (eval_long_run.sh after this script; RETURN_CKPT=1 keeps them)
 last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
-if [ -n "$last" ]; then
+if [ -n "$last" ] && { [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ "${RETURN_CKPT:-0}" = 1 ]; }; then
   tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
 fi
+rm -rf "$W/final_bf16"   # an in-place call's export replaces the previous call's
 if [ -f "$W/final/model.safetensors" ]; then
   python - "$W/final" "$W/final_bf16" <<'EOF'
 import json, shutil, sys
