@@ -399,8 +399,8 @@ def parse_args(argv=None):
                              "trained elsewhere (the long run), prompt by prompt comparable with the ablations")
     parser.add_argument("--quick", action="store_true", help="tiny CPU smoke run: 2 steps, one short prompt")
     args = parser.parse_args(argv)
-    if args.eval_only and args.variant:
-        parser.error("--eval-only trains nothing: it takes no --variant")
+    if args.eval_only and (args.variant or args.merge):
+        parser.error("--eval-only trains nothing and joins no reports: it takes no --variant or --merge")
     args.eval_start = args.eval_start or args.eval_only
     if args.eval_start and args.init_draft == "untrained":
         parser.error("--eval-start and --eval-only measure the starting draft: they need a trained --init-draft "
@@ -416,7 +416,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.merge:
         return merge(args.merge, Path(args.out))
-    variants = [parse_variant(text) for text in (args.variant or ["base"])]
+    variants = [] if args.eval_only else [parse_variant(text) for text in (args.variant or ["base"])]
     if len({name for name, _ in variants}) < len(variants):
         raise ValueError(f"variant names repeat: {[name for name, _ in variants]}")
     out = Path(args.out)

@@ -70,8 +70,13 @@ def plot(report: dict, out: Path) -> None:
     loss_ax.plot(steps, losses, lw=1)
     for row in report["calls"][:-1]:
         loss_ax.axvline(row["to_step"], color="grey", lw=0.6, ls="--")
-    loss_ax.set(xlabel="step (16 x 2048 tokens)", ylabel="training loss", ylim=(1.4, 4.0),
-                title="the long run, from an untrained draft (dashed: a new call)")
+    top = 4.0  # the first few hundred steps (from ~11) would flatten the rest
+    loss_ax.set(xlabel="step (16 x 2048 tokens)", ylabel="training loss", ylim=(min(losses) - 0.2, top),
+                title="the long run from an untrained draft (dashed: a new call)")
+    early = [step for step, loss in report["loss"] if loss > top]
+    if early:
+        loss_ax.text(0.98, 0.95, f"steps <= {max(early)} above the frame", transform=loss_ax.transAxes,
+                     ha="right", va="top", fontsize=8)
     cells = list(dict.fromkeys((p["kind"], p["length"]) for p in report["comparison"]["prompts"]))
     start, run = report["comparison"]["start"], report["comparison"]["runs"][0]
     for offset, (name, row) in zip((-0.2, 0.2), (("shipped draft", start), ("long run", run))):

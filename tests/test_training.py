@@ -1,6 +1,7 @@
 """Training: Anchor-Offset Indices, Flash Noisy Training, the Trainer loop (CPU smoke run)."""
 
 import copy
+import importlib.util
 import json
 from pathlib import Path
 import re
@@ -693,9 +694,10 @@ def test_ablation_eval_only_measures_the_given_draft_and_trains_nothing(embedded
     report = json.loads((tmp_path / "ablation.json").read_text())
     assert report["runs"] == [] and not (tmp_path / "runs").exists()
     assert report["start"]["draft"] == "embedded" and len(report["start"]["tau_per_prompt"]) == len(report["prompts"]) == 1
-    assert report["start"]["tau"] >= 1.0
-    with pytest.raises(SystemExit):
-        script.parse_args(["--out", "x", "--eval-only", "--variant", "base"])
+    assert report["start"]["tau"] >= 1.0 and report["settings"]["variants"] == {}
+    for refused in (["--variant", "base"], ["--merge", "a.json", "b.json"]):
+        with pytest.raises(SystemExit):
+            script.parse_args(["--out", "x", "--eval-only", *refused])
     with pytest.raises(SystemExit):
         script.parse_args(["--out", "x", "--eval-only", "--init-draft", "untrained"])
 
@@ -737,12 +739,14 @@ def test_long_run_report_pairs_the_long_draft_with_the_shipped_one_prompt_by_pro
     assert (pooled["prompts_better"], pooled["prompts_worse"]) == (1, 1)
     cells = {(row["kind"], row["length"]): row["delta_mean"] for row in report["comparison"]["cells"]}
     assert cells == {("code", 2048): pytest.approx(0.25), ("chat", 2048): pytest.approx(-0.5)}
+    if importlib.util.find_spec("matplotlib") is not None:  # the [bench] extra draws the figure
+        assert (tmp_path / "f.png").stat().st_size > 0
     other = json.loads(long.read_text())
-    other["settings"] = {**settings, "new_tokens": 64}
-    long.write_text(json.dumps(other))
-    with pytest.raises(SystemExit, match="new_tokens"):
-        script.main(["--trainer-state", str(state), "--eval-long", str(long), "--eval-shipped", str(shipped),
-                     "--out", str(out)])
+    for key, value in (("settings", {**settings, "new_tokens": 64}), ("prompts", prompts[::-1])):
+        long.write_text(json.dumps({**other, key: value}))
+        with pytest.raises(SystemExit, match="new_tokens" if key == "settings" else "different prompts"):
+            script.main(["--trainer-state", str(state), "--eval-long", str(long), "--eval-shipped", str(shipped),
+                         "--out", str(out)])
 
 
 def test_ablation_variants_name_real_recipe_fields():

@@ -3,19 +3,30 @@
 # machine: the long run's draft and the shipped draft measured side by side on the ablations' 36
 # prompts (code, prose and chat at 2048 and 8000 tokens, suffix-aligned, 6 per cell, 96 new tokens,
 # the tree alone), the prompts every fine-tune since the eleventh session was measured on, so the two
-# pair prompt by prompt. Returns eval_shipped.json / eval_long.json (ablate_training --eval-only) and logs.
+# pair prompt by prompt. Returns eval_shipped.json / eval_long.json (ablate_training --eval-only) and
+# their logs (the long draft's log starts with the step its final/ was saved at); exits with the
+# worst status of the two.
 set -u
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # the same environment as the ablations' calls (call10_finetune.sh), where the shipped draft's 3.120
 # on these prompts was measured
 [ -d /tmp/call10/usr_share_train ] && export HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train
 DRAFT=${DRAFT:-/tmp/x2_long/final}
+[ -f "$DRAFT/config.json" ] || { echo "no draft in $DRAFT (x2_train_long.sh first, on this machine)"; exit 3; }
+worst=0
 for pair in "long=$DRAFT" shipped=embedded; do
   name=${pair%%=*}; draft=${pair#*=}
+  log=/tmp/eval_$name.log
+  : > $log
+  [ -f "$draft/training_speed.json" ] && python -c "import json,sys; print('draft saved at step', \
+json.load(open(sys.argv[1]))['global_step'])" "$draft/training_speed.json" >> $log
   timeout -k 10 "${EVAL_LIMIT:-120}" python benchmarks/ablate_training.py --out /tmp/eval_$name --eval-only \
     --init-draft "$draft" --eval-kinds code prose chat --eval-lengths 2048 8000 --eval-prompts 6 \
-    --new-tokens 96 --lookup-tokens 0 > /tmp/eval_$name.log 2>&1
-  echo "$name ($draft): exit $?"
-  grep -v -i warn /tmp/eval_$name.log | grep -E "tau|^\|" | tail -12
-  cp /tmp/eval_$name/ablation.json "$OUT/eval_$name.json"; cp /tmp/eval_$name.log "$OUT/"
+    --new-tokens 96 --lookup-tokens 0 >> $log 2>&1
+  status=$?
+  echo "$name ($draft): exit $status"
+  grep -v -i warn $log | grep -E "step|tau|^\|" | tail -12
+  cp $log "$OUT/"
+  if [ $status -eq 0 ]; then cp /tmp/eval_$name/ablation.json "$OUT/eval_$name.json"; else worst=$status; fi
 done
+exit $worst

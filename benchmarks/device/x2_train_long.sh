@@ -20,8 +20,9 @@
 set -u
 set -o pipefail
 START=$SECONDS
-BUDGET=${BUDGET:-330}                  # seconds of training; start (target, ~1.5 min of tokenizing at
-                                       # 60M tokens) and packing add up to 3 min: keep BUDGET <= 380
+BUDGET=${BUDGET:-330}                  # seconds of training; loading, tokenizing 60M tokens, saving and
+                                       # packing took 97-114 s per one-GPU call (fifteenth session, BUDGET=430
+                                       # in 544 s): keep BUDGET <= 440 in a 600 s call
 TOTAL_STEPS=${TOTAL_STEPS:-12000}      # whole run over all calls (~5000 DP steps per 330 s call, estimated)
 MAX_TOKENS=${MAX_TOKENS:-60000000}     # the same on every call: a resumed run must see the same data
 RESUME_DIR=${RESUME_DIR:-.carry/x2_resume}
@@ -40,6 +41,7 @@ mkdir -p "$R"
 RESUME=()
 if [ "${IN_PLACE:-0}" = 1 ]; then
   ls -d "$W"/checkpoint-* > /dev/null 2>&1 || { echo "IN_PLACE=1: no checkpoint in $W (machine went cold?)"; exit 5; }
+  rm -rf "$W/final" "$W/final_bf16"   # the previous call's draft: a call that dies before saving returns none
   RESUME=(--resume)
   echo "resuming in place from $(ls -d "$W"/checkpoint-* | sort -V | tail -1)"
 else
@@ -58,13 +60,6 @@ timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node
   | grep --line-buffered -v "it/s]" | tee "$R/train.log" | grep --line-buffered -E "'loss'|train_runtime|rror|saved"
 echo "train exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 
-# the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back;
-# not once the run is over (checkpoint-TOTAL_STEPS): the draft is final_bf16.tar then, and the 8 files a
-# call returns are better spent on what measures it (eval_long_run.sh after this script; RETURN_CKPT=1 keeps them)
-last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
-if [ -n "$last" ] && { [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ "${RETURN_CKPT:-0}" = 1 ]; }; then
-  tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
-fi
 rm -rf "$W/final_bf16"   # an in-place call's export replaces the previous call's
 if [ -f "$W/final/model.safetensors" ]; then
   python - "$W/final" "$W/final_bf16" <<'EOF'
@@ -78,7 +73,16 @@ save_file({k: v.bfloat16() for k, v in load_file(src / "model.safetensors").item
 config = json.loads((dst / "config.json").read_text())
 (dst / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}, indent=2))  # as the shipped draft
 EOF
-  tar -C "$W" -cf "$R/final_bf16.tar" final_bf16
+  [ $? -eq 0 ] && tar -C "$W" -cf "$R/final_bf16.tar" final_bf16   # no half-written export
+fi
+# the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back;
+# not once the run is over (checkpoint-TOTAL_STEPS) and its draft came back as final_bf16.tar: the 8 files
+# a call returns are better spent on what measures it (eval_long_run.sh after this script; RETURN_CKPT=1 keeps them)
+last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
+if [ -n "$last" ]; then
+  if [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ ! -f "$R/final_bf16.tar" ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
+    tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
+  fi
 fi
 python - "$W" "$last" > "$R/summary.json" <<'EOF'
 import json, sys
