@@ -408,6 +408,11 @@ def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
     assert main(["train", "--output", str(tmp_path / "run"), "--chat-loss", "answer"]) == 2
     assert "chat_loss='answer' takes the loss on chat records' answers" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+    # --data-cache reaches the recipe, which refuses a path that is a file before loading
+    (tmp_path / "a_file").write_text("x")
+    assert main(["train", "--output", str(tmp_path / "run"), "--data-cache", str(tmp_path / "a_file")]) == 2
+    assert f"data_cache='{tmp_path / 'a_file'}' exists and is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def _pack_script():

@@ -174,6 +174,40 @@ def _answered_records(path, count=12, seed=0):
     return path
 
 
+def test_data_cache_gives_the_same_chunks_without_tokenizing_and_never_a_stale_entry(tmp_path, monkeypatch):
+    """--data-cache: a second start with the same data loads the first start's chunks (text, sources,
+    prompt mask and mix report identical) without tokenizing; settings that do not touch the data share
+    the entry; another seed, or a source file that changed, makes a new one (tokenized again)."""
+    from dataclasses import replace
+
+    from hf_longspec.training import data
+
+    records = _answered_records(tmp_path / "records.jsonl", count=30)
+    cache = tmp_path / "cache"
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), seq_len=32, max_tokens=4000, corpus_mix="prose=0.5,chat=0.5",
+                         chat_data=[str(records)], chat_windows="end", corpus_max_epochs=3.0, data_cache=str(cache))
+    first = build_dataset(ByteTokenizer(), recipe)
+    assert len(list(cache.glob("chunks-*.pt"))) == 1 and not list(cache.glob("*.partial"))
+
+    def no_tokenizing(*args, **kwargs):
+        raise RuntimeError("tokenized again")
+
+    monkeypatch.setattr(data, "_encode_all", no_tokenizing)
+    again = build_dataset(ByteTokenizer(), replace(recipe, learning_rate=5e-4, max_steps=7, output_dir="other"))
+    assert again.chunks.dtype == first.chunks.dtype == torch.long and torch.equal(again.chunks, first.chunks)
+    assert torch.equal(again.chunk_sources, first.chunk_sources) and torch.equal(again.prompt_mask, first.prompt_mask)
+    assert again.source_names == first.source_names and again.mix_report == first.mix_report
+    assert again[3]["input_ids"].tolist() == first[3]["input_ids"].tolist()
+    with pytest.raises(RuntimeError, match="tokenized again"):
+        build_dataset(ByteTokenizer(), replace(recipe, seed=1))
+    records.write_text(records.read_text() + records.read_text().splitlines(keepends=True)[0])
+    with pytest.raises(RuntimeError, match="tokenized again"):
+        build_dataset(ByteTokenizer(), recipe)
+    monkeypatch.undo()
+    changed = build_dataset(ByteTokenizer(), recipe)
+    assert len(list(cache.glob("chunks-*.pt"))) == 2 and changed.mix_report["chat"]["documents"] == 31
+
+
 def test_answer_loss_is_taken_on_the_targets_answers_only(tmp_path, monkeypatch):
     """chat_loss="answer": every batch the Trainer trains on carries a loss mask that is False exactly at
     the records' prompt tokens and separators, the loss is the cross-entropy over the answer tokens

@@ -22,7 +22,8 @@ set -o pipefail
 START=$SECONDS
 BUDGET=${BUDGET:-330}                  # seconds of training; loading, tokenizing 60M tokens, saving and
                                        # packing took 97-114 s per one-GPU call (fifteenth session, BUDGET=430
-                                       # in 544 s): keep BUDGET <= 440 in a 600 s call
+                                       # in 544 s): keep BUDGET <= 440 in a 600 s call. A later call on the same
+                                       # machine loads the tokens from /tmp/x2_data_cache (--data-cache) instead
 TOTAL_STEPS=${TOTAL_STEPS:-12000}      # whole run over all calls (~5000 DP steps per 330 s call, estimated)
 MAX_TOKENS=${MAX_TOKENS:-60000000}     # the same on every call: a resumed run must see the same data
 RESUME_DIR=${RESUME_DIR:-.carry/x2_resume}
@@ -56,7 +57,7 @@ fi
 timeout -k 10 $((BUDGET + 180)) python -m torch.distributed.run --nproc_per_node $NPROC --master_port 29513 \
   examples/train_draft.py --output "$W" --target embedded "${RESUME[@]}" \
   --max-steps "$TOTAL_STEPS" --max-seconds "$BUDGET" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup-steps 20 \
-  --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 ${TRAIN_ARGS:-} 2>&1 \
+  --max-tokens "$MAX_TOKENS" --save-steps 1000 --logging-steps 50 --data-cache /tmp/x2_data_cache ${TRAIN_ARGS:-} 2>&1 \
   | grep --line-buffered -v "it/s]" | tee "$R/train.log" | grep --line-buffered -E "'loss'|train_runtime|rror|saved"
 echo "train exit ${PIPESTATUS[0]} after $((SECONDS - START)) s"
 

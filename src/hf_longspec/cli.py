@@ -143,6 +143,7 @@ def cmd_train(args) -> int:
         corpus_max_epochs=args.corpus_max_epochs,
         chat_windows=args.chat_windows,
         chat_loss=args.chat_loss,
+        data_cache=args.data_cache,
         init_draft=None if args.init_draft == "untrained" else args.init_draft,
     )
     check_draft_arg(args.init_draft, "--init-draft")
@@ -276,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--chat-loss", choices=["all", "answer"], default="all",
                        help="chat records trained on all their tokens, or on the target's answer only ('answer': "
                             "needs --chat-windows end; corpus text is always trained on)")
+    train.add_argument("--data-cache", default=None, metavar="DIR",
+                       help="keep the tokenized chunks in DIR: a later start with the same data and source files "
+                            "(a resumed run on the same machine) loads them instead of tokenizing again")
     train.set_defaults(func=cmd_train)
 
     corpus = commands.add_parser("corpus", help="per-source files, characters (and tokens) of the local corpus")

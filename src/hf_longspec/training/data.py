@@ -145,6 +145,22 @@ class LocalTextChunks(Dataset):
         self.source_names = tuple(streams)
         self.mix_report = report
 
+    def state(self) -> dict:
+        """Everything the chunks are, for a cached copy (training/data_cache.py); ids kept as int32."""
+        return {"seq_len": self.seq_len, "chat_windows": self.chat_windows, "chunks": self.chunks.to(torch.int32),
+                "chunk_sources": self.chunk_sources, "prompt_mask": self.prompt_mask,
+                "source_names": list(self.source_names), "mix_report": self.mix_report}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "LocalTextChunks":
+        """The chunks `state()` saved, without reading or tokenizing any text."""
+        dataset = cls.__new__(cls)
+        dataset.seq_len, dataset.chat_windows = state["seq_len"], state["chat_windows"]
+        dataset.chunks = state["chunks"].to(torch.long)
+        dataset.chunk_sources, dataset.prompt_mask = state["chunk_sources"], state["prompt_mask"]
+        dataset.source_names, dataset.mix_report = tuple(state["source_names"]), state["mix_report"]
+        return dataset
+
     def __len__(self) -> int:
         return self.chunks.shape[0]
 

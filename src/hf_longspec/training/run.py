@@ -58,6 +58,9 @@ class TrainRecipe:
     # only; its document, mostly human text, is read as context). Needs chat_windows="end" (every
     # record's chunk then ends in its answer) and token labels (distill "argmax" or "none").
     chat_loss: str = "all"
+    # a folder for the tokenized chunks: a later start with the same data (a resumed call on the same
+    # machine) loads them instead of tokenizing again (training/data_cache.py)
+    data_cache: str | None = None
     seed: int = 0
     save_steps: int = 500
     logging_steps: int = 10
@@ -96,6 +99,9 @@ class TrainRecipe:
             )
         if self.max_seconds is not None and not (isinstance(self.max_seconds, (int, float)) and self.max_seconds > 0):
             raise TrainingRecipeError(f"max_seconds={self.max_seconds!r}; allowed: None or a number of seconds > 0.")
+        if self.data_cache is not None and Path(self.data_cache).exists() and not Path(self.data_cache).is_dir():
+            raise TrainingRecipeError(f"data_cache={self.data_cache!r} exists and is not a folder; allowed: a folder "
+                                      "(made when missing) or None.")
         if not self.learning_rate > 0:
             raise TrainingRecipeError(f"learning_rate={self.learning_rate!r}; allowed: a number > 0.")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
@@ -190,7 +196,16 @@ def _clear_previous_run(output_dir: str) -> None:
 
 
 def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
-    """Token chunks of local text for a recipe (tokenized once; reusable across runs)."""
+    """Token chunks of local text for a recipe (tokenized once; reusable across runs), loaded from
+    `recipe.data_cache` when an earlier start saved the same ones there (training/data_cache.py)."""
+    if recipe.data_cache is not None:
+        from .data_cache import load_or_build
+
+        return load_or_build(recipe.data_cache, tokenizer, recipe, lambda: _tokenize(tokenizer, recipe))
+    return _tokenize(tokenizer, recipe)
+
+
+def _tokenize(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
     if recipe.corpus_mix is None:
         return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds),
                                seed=recipe.seed)
