@@ -197,15 +197,71 @@ def test_data_cache_gives_the_same_chunks_without_tokenizing_and_never_a_stale_e
     assert again.chunks.dtype == first.chunks.dtype == torch.long and torch.equal(again.chunks, first.chunks)
     assert torch.equal(again.chunk_sources, first.chunk_sources) and torch.equal(again.prompt_mask, first.prompt_mask)
     assert again.source_names == first.source_names and again.mix_report == first.mix_report
+    assert (again.seq_len, again.chat_windows) == (first.seq_len, first.chat_windows) == (32, "end")
     assert again[3]["input_ids"].tolist() == first[3]["input_ids"].tolist()
+    # the kinds given beside a mix are not read, so they share the entry
+    build_dataset(ByteTokenizer(), replace(recipe, kinds=["code"]))
+
+    class OtherTokenizer(ByteTokenizer):
+        def __len__(self):
+            return 300
+
+    for changed in (replace(recipe, seed=1), replace(recipe, seq_len=48)):
+        with pytest.raises(RuntimeError, match="tokenized again"):
+            build_dataset(ByteTokenizer(), changed)
     with pytest.raises(RuntimeError, match="tokenized again"):
-        build_dataset(ByteTokenizer(), replace(recipe, seed=1))
+        build_dataset(OtherTokenizer(), recipe)
     records.write_text(records.read_text() + records.read_text().splitlines(keepends=True)[0])
     with pytest.raises(RuntimeError, match="tokenized again"):
         build_dataset(ByteTokenizer(), recipe)
     monkeypatch.undo()
     changed = build_dataset(ByteTokenizer(), recipe)
     assert len(list(cache.glob("chunks-*.pt"))) == 2 and changed.mix_report["chat"]["documents"] == 31
+    # a truncated entry is tokenized again and replaced, with a warning
+    entry = max(cache.glob("chunks-*.pt"), key=lambda path: path.stat().st_mtime_ns)
+    entry.write_bytes(entry.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="could not be read"):
+        rebuilt = build_dataset(ByteTokenizer(), recipe)
+    assert torch.equal(rebuilt.chunks, changed.chunks) and entry.stat().st_size > 100
+
+
+def test_data_cache_sees_a_changed_corpus_file_and_caches_the_kinds_loader(tmp_path, monkeypatch):
+    """A corpus file that changes (here a copyright file of a /usr/share tree read through
+    HF_LONGSPEC_USR_SHARE) makes a new entry; the original kinds loader (no mix, no prompt mask, no
+    mix report) is cached and loaded like a mix."""
+    from dataclasses import replace
+
+    from hf_longspec import corpus
+    from hf_longspec.training import data
+
+    share = tmp_path / "share"
+    for tool in range(6):
+        (share / "doc" / f"tool{tool}").mkdir(parents=True)
+        (share / "doc" / f"tool{tool}" / "copyright").write_text(f"Copyright {tool} The Authors. " * 200)
+    trained = [key for key in (f"doc/tool{tool}/copyright" for tool in range(6)) if corpus.split_of(key) == "train"]
+    monkeypatch.setenv(corpus.USR_SHARE_ENV, str(share))
+    corpus.clear_caches()
+    try:
+        recipe = TrainRecipe(output_dir="", seq_len=32, max_tokens=2000, corpus_mix="licenses=1",
+                             data_cache=str(tmp_path / "cache"))
+        first = build_dataset(ByteTokenizer(), recipe)
+        kinds = replace(recipe, corpus_mix=None, kinds=["prose"])
+        legacy = build_dataset(ByteTokenizer(), kinds)
+        assert legacy.prompt_mask is None and legacy.mix_report is None
+
+        def no_tokenizing(*args, **kwargs):
+            raise RuntimeError("tokenized again")
+
+        monkeypatch.setattr(data, "_encode_all", no_tokenizing)
+        assert torch.equal(build_dataset(ByteTokenizer(), recipe).chunks, first.chunks)
+        loaded = build_dataset(ByteTokenizer(), kinds)
+        assert torch.equal(loaded.chunks, legacy.chunks) and loaded.prompt_mask is None and loaded.mix_report is None
+        (share / trained[0]).write_text("Copyright changed. " * 300)
+        with pytest.raises(RuntimeError, match="tokenized again"):
+            build_dataset(ByteTokenizer(), recipe)
+    finally:
+        monkeypatch.delenv(corpus.USR_SHARE_ENV)
+        corpus.clear_caches()
 
 
 def test_answer_loss_is_taken_on_the_targets_answers_only(tmp_path, monkeypatch):

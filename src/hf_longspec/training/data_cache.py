@@ -5,65 +5,86 @@ at every start: 60M tokens took most of the 97-114 s each one-GPU call spent out
 (docs/distributed.md). With a cache folder the first start saves the chunks and later starts on the
 same machine, or other runs with the same data, load them.
 
-An entry is named by a fingerprint of everything its chunks depend on: the recipe's data fields, the
-tokenizer (its serialized form when it has one), every source file's path, size and modification
-time, and the source of the modules that read and cut the text. An edited or upgraded file, another
-tokenizer or a changed loader therefore makes a new entry, never a stale hit. An entry is written to
-a temporary name and renamed, so ranks that build the same one at once cannot leave half a file.
+An entry is named by a fingerprint of everything its chunks depend on: the recipe's data fields that
+the loader reads, the tokenizer (its class, its serialized form when it has one, and the tokenizer
+libraries' versions), every source file's path, size and modification time, and the source of the
+code that reads and cuts the text. An edited or upgraded file, another tokenizer or a changed loader
+therefore makes a new entry, not a stale hit; a file rewritten with the same size and modification
+time (`cp -p`, `touch -r`) is the one change it cannot see. An entry is written to a unique temporary
+file and renamed, so ranks that build the same one at once cannot leave half a file; an entry that
+cannot be written or read is rebuilt, with a warning, rather than failing the run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
+import tempfile
+import warnings
 from pathlib import Path
 
+import tokenizers
 import torch
+import transformers
 
 from .. import corpus
-from . import data
+from . import chat_data, data
 from .data import LocalTextChunks
 
-# the recipe fields that decide the chunks (TrainRecipe); the rest (learning rate, steps, ...) do not
-DATA_FIELDS = ("seq_len", "max_tokens", "kinds", "corpus_mix", "chat_data", "corpus_max_epochs", "chat_windows",
-               "seed")
+
+def _data_fields(recipe) -> dict:
+    """The recipe fields the loader reads (run._tokenize), normalized so that settings it ignores
+    (kinds beside a mix, chat files without a chat share) do not make needless misses."""
+    fields = {"seq_len": recipe.seq_len, "max_tokens": recipe.max_tokens, "seed": recipe.seed}
+    if recipe.corpus_mix is None:
+        return {**fields, "kinds": list(recipe.kinds)}
+    weights = {name: weight for name, weight in corpus.parse_mix(recipe.corpus_mix).items() if weight > 0}
+    fields.update(mix=weights, corpus_max_epochs=recipe.corpus_max_epochs)
+    if "chat" in weights:
+        fields.update(chat_data=[str(Path(path).resolve()) for path in recipe.chat_data],
+                      chat_windows=recipe.chat_windows)
+    return fields
 
 
 def _tokenizer_identity(tokenizer) -> str:
-    """The tokenizer's whole serialized form when it has one (a fast tokenizer: vocabulary, merges,
-    normalizer, special tokens), else its vocabulary, else its class and size."""
+    """The tokenizer's class and, when it has one, its whole serialized form (a fast tokenizer:
+    vocabulary, merges, normalizer, special tokens), else its vocabulary and size."""
+    identity = f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}:{len(tokenizer)}"
+    identity += f":eos={tokenizer.eos_token_id}:tokenizers={tokenizers.__version__}:transformers={transformers.__version__}"
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        return backend.to_str()
+        return identity + backend.to_str()
     if hasattr(tokenizer, "get_vocab"):
-        return json.dumps(sorted(tokenizer.get_vocab().items()))
-    return f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}:{len(tokenizer)}"
+        return identity + json.dumps(sorted(tokenizer.get_vocab().items()))
+    return identity
 
 
-def _source_files(recipe) -> list[Path]:
-    """Every file the recipe's chunks can be read from: its kinds' or its mix's train-split
-    documents, and its chat record files."""
-    if recipe.corpus_mix is None:
-        names = list(recipe.kinds)
-    else:
-        names = [name for name, weight in corpus.parse_mix(recipe.corpus_mix).items() if weight > 0 and name != "chat"]
+def _source_files(fields: dict) -> list[Path]:
+    """Every file the chunks can be read from: the train-split documents of the kinds or of the mix's
+    sources, and the chat record files."""
+    names = fields["kinds"] if "kinds" in fields else [name for name in fields["mix"] if name != "chat"]
     files = [document.path for name in names for document in corpus.documents(name, "train", None, None)]
-    return files + [Path(path) for path in recipe.chat_data]
+    return files + [Path(path) for path in fields.get("chat_data", [])]
 
 
 def data_fingerprint(tokenizer, recipe) -> str:
     """A name for the chunks `build_dataset(tokenizer, recipe)` gives (see the module docstring)."""
-    digest = hashlib.sha256()
-    fields = {name: getattr(recipe, name) for name in DATA_FIELDS}
-    digest.update(json.dumps(fields, sort_keys=True, default=str).encode())
+    from .run import _tokenize  # run imports this module lazily, inside build_dataset
+
+    fields = _data_fields(recipe)
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     digest.update(_tokenizer_identity(tokenizer).encode())
-    digest.update(f"eos={tokenizer.eos_token_id}".encode())
-    for path in _source_files(recipe):
-        stat = path.stat() if path.exists() else None  # a missing file: the build names it
-        digest.update(f"{path}\0{stat and stat.st_size}\0{stat and stat.st_mtime_ns}\n".encode())
-    for module in (corpus, data):
+    for path in _source_files(fields):
+        try:
+            stat = path.stat()
+            digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        except OSError:  # missing or unreadable: the build names it
+            digest.update(f"{path}\0missing\n".encode())
+    for module in (corpus, data, chat_data):
         digest.update(Path(module.__file__).read_bytes())
+    digest.update(inspect.getsource(_tokenize).encode())
     return digest.hexdigest()[:24]
 
 
@@ -71,10 +92,19 @@ def load_or_build(folder: str, tokenizer, recipe, build) -> LocalTextChunks:
     """The cached chunks for this tokenizer and recipe, or `build()`'s, saved for the next start."""
     path = Path(folder) / f"chunks-{data_fingerprint(tokenizer, recipe)}.pt"
     if path.is_file():
-        return LocalTextChunks.from_state(torch.load(path, weights_only=True))
+        try:
+            return LocalTextChunks.from_state(torch.load(path, weights_only=True))
+        except Exception as error:  # a truncated or foreign file: tokenize again and replace it
+            warnings.warn(f"data cache entry {path} could not be read ({error}); tokenizing again", stacklevel=2)
+    path.parent.mkdir(parents=True, exist_ok=True)  # an unusable folder fails here, before the tokenizing
     dataset = build()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    torch.save(dataset.state(), partial)
-    os.replace(partial, path)
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".partial")  # unique per writer
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save(dataset.state(), file)
+        os.chmod(partial, 0o644)  # mkstemp's 0600 would keep a shared cache from other users
+        os.replace(partial, path)
+    except Exception as error:  # a full disk: the run goes on with the chunks it has
+        Path(partial).unlink(missing_ok=True)
+        warnings.warn(f"data cache entry {path} could not be written ({error}); training without it", stacklevel=2)
     return dataset

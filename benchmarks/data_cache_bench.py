@@ -1,0 +1,66 @@
+"""What `--data-cache` saves a resumed start: the training chunks built by tokenizing, then loaded from
+the cache, each in a fresh process (as a resumed call starts), with the embedded tokenizer.
+
+    python benchmarks/data_cache_bench.py --max-tokens 10000000
+
+Prints one markdown row per start: seconds of `build_dataset` (the tokenizer's load is not counted),
+tokens, and a digest of the chunks, which must agree. The cache folder is temporary unless --cache
+names one (an existing entry there makes the first start a load too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def start(cache: str, max_tokens: int, seq_len: int) -> dict:
+    """One start, in this process: the tokenizer loaded, then the chunks built or loaded and timed."""
+    from transformers import AutoTokenizer
+
+    from hf_longspec.embedded import embedded_gguf_path
+    from hf_longspec.training.run import TrainRecipe, build_dataset
+
+    gguf = embedded_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    recipe = TrainRecipe(output_dir="", seq_len=seq_len, max_tokens=max_tokens, data_cache=cache)
+    began = time.perf_counter()
+    dataset = build_dataset(tokenizer, recipe)
+    seconds = time.perf_counter() - began
+    digest = hashlib.sha256(dataset.chunks.numpy().tobytes()).hexdigest()[:16]
+    return {"seconds": seconds, "tokens": dataset.chunks.numel(), "digest": digest}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-tokens", type=int, default=10_000_000)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--cache", default=None, help="cache folder (default: a new temporary one)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(start(args.cache, args.max_tokens, args.seq_len)))
+        return 0
+    cache = args.cache or tempfile.mkdtemp(prefix="data_cache_bench_")
+    rows = []
+    for name in ("first start (tokenize, save)", "resumed start (load)"):
+        child = subprocess.run([sys.executable, __file__, "--child", "--cache", cache, "--max-tokens",
+                                str(args.max_tokens), "--seq-len", str(args.seq_len)],
+                               capture_output=True, text=True, check=True)
+        rows.append({"start": name, **json.loads(child.stdout.strip().splitlines()[-1])})
+    print(f"cache: {cache}\n\n| start | seconds | tokens | chunks digest |\n|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['start']} | {row['seconds']:.1f} | {row['tokens']:,} | {row['digest']} |")
+    if rows[0]["digest"] != rows[1]["digest"]:
+        print("the loaded chunks differ from the built ones")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
