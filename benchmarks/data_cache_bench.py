@@ -3,7 +3,9 @@ the cache, each in a fresh process (as a resumed call starts), with the embedded
 
     python benchmarks/data_cache_bench.py --max-tokens 10000000
 
-Prints one markdown row per start: seconds of `build_dataset` (the tokenizer's load is not counted),
+Prints one markdown row per start: the seconds of the cache key (`data_fingerprint`, first in the
+process, so it finds the source files as a start does), then of `build_dataset` (the key again, now on
+listed files, and the tokenizing or the load), their sum (the tokenizer's load is not counted), the
 tokens, and a digest of the chunks, which must agree. The cache folder is temporary unless --cache
 names one (an existing entry there makes the first start a load too).
 """
@@ -24,16 +26,21 @@ def start(cache: str, max_tokens: int, seq_len: int) -> dict:
     from transformers import AutoTokenizer
 
     from hf_longspec.embedded import embedded_gguf_path
-    from hf_longspec.training.run import TrainRecipe, build_dataset
+    from hf_longspec.training.data_cache import data_fingerprint
+    from hf_longspec.training.run import TrainRecipe, build_dataset, loader_arguments
 
     gguf = embedded_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     recipe = TrainRecipe(output_dir="", seq_len=seq_len, max_tokens=max_tokens, data_cache=cache)
     began = time.perf_counter()
+    data_fingerprint(tokenizer, loader_arguments(recipe))  # finds, stats and hashes the source files
+    key_seconds = time.perf_counter() - began
+    began = time.perf_counter()
     dataset = build_dataset(tokenizer, recipe)
-    seconds = time.perf_counter() - began
+    build_seconds = time.perf_counter() - began
     digest = hashlib.sha256(dataset.chunks.numpy().tobytes()).hexdigest()[:16]
-    return {"seconds": seconds, "tokens": dataset.chunks.numel(), "digest": digest}
+    return {"key_seconds": key_seconds, "build_seconds": build_seconds, "tokens": dataset.chunks.numel(),
+            "digest": digest}
 
 
 def main(argv=None) -> int:
@@ -53,9 +60,11 @@ def main(argv=None) -> int:
                                 str(args.max_tokens), "--seq-len", str(args.seq_len)],
                                capture_output=True, text=True, check=True)
         rows.append({"start": name, **json.loads(child.stdout.strip().splitlines()[-1])})
-    print(f"cache: {cache}\n\n| start | seconds | tokens | chunks digest |\n|---|---|---|---|")
+    print(f"cache: {cache}\n\n| start | cache key (s) | build_dataset (s) | start (s) | tokens | chunks digest |\n"
+          "|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['start']} | {row['seconds']:.1f} | {row['tokens']:,} | {row['digest']} |")
+        print(f"| {row['start']} | {row['key_seconds']:.1f} | {row['build_seconds']:.1f} | "
+              f"{row['key_seconds'] + row['build_seconds']:.1f} | {row['tokens']:,} | {row['digest']} |")
     if rows[0]["digest"] != rows[1]["digest"]:
         print("the loaded chunks differ from the built ones")
         return 1

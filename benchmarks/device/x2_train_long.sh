@@ -21,7 +21,7 @@ set -u
 set -o pipefail
 START=$SECONDS
 BUDGET=${BUDGET:-330}                  # seconds of training; loading, tokenizing 60M tokens, saving and
-                                       # packing took 97-114 s per one-GPU call (fifteenth session, BUDGET=430
+                                       # packing took 98-114 s per one-GPU call (fifteenth session, BUDGET=430
                                        # in 544 s): keep BUDGET <= 440 in a 600 s call. A later call on the same
                                        # machine loads the tokens from /tmp/x2_data_cache (--data-cache) instead
 TOTAL_STEPS=${TOTAL_STEPS:-12000}      # whole run over all calls (~5000 DP steps per 330 s call, estimated)

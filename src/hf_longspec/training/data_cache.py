@@ -1,12 +1,12 @@
 """Tokenized training chunks kept on disk between runs (`TrainRecipe.data_cache`, `--data-cache DIR`).
 
 A long run continued call after call (`--max-seconds` / `--resume`) tokenizes its whole corpus again
-at every start: 60M tokens took most of the 97-114 s each one-GPU call spent outside training
-(docs/distributed.md). With a cache folder the first start saves the chunks and later starts on the
+at every start: 60M tokens, within the 98-114 s each one-GPU call of the fifteenth session spent
+outside training (docs/distributed.md). With a cache folder the first start saves the chunks and later starts on the
 same machine, or other runs with the same data, load them.
 
-An entry is named by a fingerprint of everything its chunks depend on: the recipe's data fields that
-the loader reads, the tokenizer (its class, its serialized form when it has one, and the tokenizer
+An entry is named by a fingerprint of everything its chunks depend on: the arguments the loader is
+given (training/run.py `loader_arguments`), the tokenizer (its class, its serialized form when it has one, and the tokenizer
 libraries' versions), every source file's path, size and modification time, and the source of the
 code that reads and cuts the text. An edited or upgraded file, another tokenizer or a changed loader
 therefore makes a new entry, not a stale hit; a file rewritten with the same size and modification
@@ -18,7 +18,6 @@ cannot be written or read is rebuilt, with a warning, rather than failing the ru
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import tempfile
@@ -34,20 +33,6 @@ from . import chat_data, data
 from .data import LocalTextChunks
 
 
-def _data_fields(recipe) -> dict:
-    """The recipe fields the loader reads (run._tokenize), normalized so that settings it ignores
-    (kinds beside a mix, chat files without a chat share) do not make needless misses."""
-    fields = {"seq_len": recipe.seq_len, "max_tokens": recipe.max_tokens, "seed": recipe.seed}
-    if recipe.corpus_mix is None:
-        return {**fields, "kinds": list(recipe.kinds)}
-    weights = {name: weight for name, weight in corpus.parse_mix(recipe.corpus_mix).items() if weight > 0}
-    fields.update(mix=weights, corpus_max_epochs=recipe.corpus_max_epochs)
-    if "chat" in weights:
-        fields.update(chat_data=[str(Path(path).resolve()) for path in recipe.chat_data],
-                      chat_windows=recipe.chat_windows)
-    return fields
-
-
 def _tokenizer_identity(tokenizer) -> str:
     """The tokenizer's class and, when it has one, its whole serialized form (a fast tokenizer:
     vocabulary, merges, normalizer, special tokens), else its vocabulary and size."""
@@ -61,43 +46,44 @@ def _tokenizer_identity(tokenizer) -> str:
     return identity
 
 
-def _source_files(fields: dict) -> list[Path]:
+def _source_files(arguments: dict) -> list[Path]:
     """Every file the chunks can be read from: the train-split documents of the kinds or of the mix's
     sources, and the chat record files."""
-    names = fields["kinds"] if "kinds" in fields else [name for name in fields["mix"] if name != "chat"]
+    if "kinds" in arguments:
+        names = list(arguments["kinds"])
+    else:
+        names = [name for name, weight in corpus.parse_mix(arguments["mix"]).items() if weight > 0 and name != "chat"]
     files = [document.path for name in names for document in corpus.documents(name, "train", None, None)]
-    return files + [Path(path) for path in fields.get("chat_data", [])]
+    return files + [Path(path).resolve() for path in arguments.get("chat_data", ())]  # corpus paths are absolute
 
 
-def data_fingerprint(tokenizer, recipe) -> str:
-    """A name for the chunks `build_dataset(tokenizer, recipe)` gives (see the module docstring)."""
-    from .run import _tokenize  # run imports this module lazily, inside build_dataset
-
-    fields = _data_fields(recipe)
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+def data_fingerprint(tokenizer, arguments: dict) -> str:
+    """A name for the chunks `LocalTextChunks(tokenizer, **arguments)` gives (training/run.py
+    `loader_arguments`; see the module docstring)."""
+    digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode())
     digest.update(_tokenizer_identity(tokenizer).encode())
-    for path in _source_files(fields):
+    for path in _source_files(arguments):
         try:
             stat = path.stat()
             digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         except OSError:  # missing or unreadable: the build names it
             digest.update(f"{path}\0missing\n".encode())
-    for module in (corpus, data, chat_data):
+    for module in (corpus, data, chat_data):  # the code that reads, tokenizes and cuts the text
         digest.update(Path(module.__file__).read_bytes())
-    digest.update(inspect.getsource(_tokenize).encode())
     return digest.hexdigest()[:24]
 
 
-def load_or_build(folder: str, tokenizer, recipe, build) -> LocalTextChunks:
-    """The cached chunks for this tokenizer and recipe, or `build()`'s, saved for the next start."""
-    path = Path(folder) / f"chunks-{data_fingerprint(tokenizer, recipe)}.pt"
+def load_or_build(folder: str, tokenizer, arguments: dict) -> LocalTextChunks:
+    """The cached chunks for this tokenizer and these loader arguments, or new ones, saved for the
+    next start."""
+    path = Path(folder) / f"chunks-{data_fingerprint(tokenizer, arguments)}.pt"
     if path.is_file():
         try:
             return LocalTextChunks.from_state(torch.load(path, weights_only=True))
         except Exception as error:  # a truncated or foreign file: tokenize again and replace it
             warnings.warn(f"data cache entry {path} could not be read ({error}); tokenizing again", stacklevel=2)
     path.parent.mkdir(parents=True, exist_ok=True)  # an unusable folder fails here, before the tokenizing
-    dataset = build()
+    dataset = LocalTextChunks(tokenizer, **arguments)
     handle, partial = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".partial")  # unique per writer
     try:
         with os.fdopen(handle, "wb") as file:

@@ -198,20 +198,22 @@ def _clear_previous_run(output_dir: str) -> None:
 def build_dataset(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
     """Token chunks of local text for a recipe (tokenized once; reusable across runs), loaded from
     `recipe.data_cache` when an earlier start saved the same ones there (training/data_cache.py)."""
+    arguments = loader_arguments(recipe)
     if recipe.data_cache is not None:
         from .data_cache import load_or_build
 
-        return load_or_build(recipe.data_cache, tokenizer, recipe, lambda: _tokenize(tokenizer, recipe))
-    return _tokenize(tokenizer, recipe)
+        return load_or_build(recipe.data_cache, tokenizer, arguments)
+    return LocalTextChunks(tokenizer, **arguments)
 
 
-def _tokenize(tokenizer, recipe: TrainRecipe) -> LocalTextChunks:
+def loader_arguments(recipe: TrainRecipe) -> dict:
+    """What LocalTextChunks is given for a recipe, besides the tokenizer: the whole of what decides the
+    chunks (the data cache's key hashes exactly this)."""
+    common = {"seq_len": recipe.seq_len, "max_tokens": recipe.max_tokens, "seed": recipe.seed}
     if recipe.corpus_mix is None:
-        return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, kinds=tuple(recipe.kinds),
-                               seed=recipe.seed)
-    return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, seed=recipe.seed, mix=recipe.corpus_mix,
-                           chat_data=tuple(recipe.chat_data), max_epochs=recipe.corpus_max_epochs,
-                           chat_windows=recipe.chat_windows)
+        return {**common, "kinds": tuple(recipe.kinds)}
+    return {**common, "mix": recipe.corpus_mix, "chat_data": tuple(recipe.chat_data),
+            "max_epochs": recipe.corpus_max_epochs, "chat_windows": recipe.chat_windows}
 
 
 def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
