@@ -15,6 +15,14 @@ positions near each prompt's end (those before its last token: each predicts a t
 Not a library option: decoding would need the verification forward to hand back the hidden state of
 the accepted node. A large gain here is what would justify building that.
 
+Depth (sixteenth session; `--arms plain second_block second_layer`): the product's draft is one decoder
+layer, and neither a 3x wider MLP nor more of the target's state raised its agreement, which leaves
+depth. "second_block" adds a second cross-attention over the same target K/V and a second MLP after
+the layer (decoding would need no new cache: the nodes run one more block); "second_layer" also adds
+a second sliding-window self-attention, over the first layer's outputs (decoding would need a second
+ring buffer of hidden-state K/V). The block's output projections start at zero, so both start as the
+shipped draft. A gain here is what would justify changing the method's one layer.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -31,10 +39,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.modeling_longspec import ZeroStartLinear
+from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecMLP, LongSpecRMSNorm,
+                                           LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -71,6 +81,67 @@ def read_final_state(draft, target):
 
     draft._cross_attention_mlp_logits = types.MethodType(with_state, draft)
     return final_norm(target).register_forward_hook(keep)
+
+
+def add_depth(draft, self_attention: bool, seed: int):
+    """`draft` in place, plus a second block after its layer: [a sliding-window self-attention over the
+    layer's outputs,] a cross-attention over the same target K/V with the same Flash Noisy Training
+    shift, and an MLP, each pre-normed and residual. Weights are drawn like a new draft's (seeded), the
+    output projections set to zero: the draft computes exactly what it did until training moves them."""
+    config, reference = draft.config, draft.norm.weight
+    parts = {"cross_attn_layernorm": LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps),
+             "cross_attn": LongSpecCrossAttention(config),
+             "post_attention_layernorm": LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps),
+             "mlp": LongSpecMLP(config)}
+    if self_attention:
+        parts = {"input_layernorm": LongSpecRMSNorm(config.hidden_size, config.rms_norm_eps),
+                 "self_attn": LongSpecSelfAttention(config), **parts}
+    block = nn.ModuleDict(parts).to(device=reference.device, dtype=reference.dtype)
+    generator = torch.Generator(device=reference.device).manual_seed(seed)
+    with torch.no_grad():
+        for module in block.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.normal_(0.0, config.initializer_range, generator=generator)
+                if module.bias is not None:
+                    module.bias.zero_()
+        outputs = [block["cross_attn"].o_proj, block["mlp"].down_proj]
+        outputs += [block["self_attn"].o_proj] if self_attention else []
+        for projection in outputs:
+            projection.weight.zero_()
+    draft.register_module("second_block", block)
+
+    def deeper(self, hidden, cos, sin, target_keys, target_values, shift, position_ids):
+        hidden = hidden + self.cross_attn.forward_sequence(
+            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift, position_ids, self.rotary_emb)
+        hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
+        second = self.second_block
+        if "self_attn" in second:
+            hidden = hidden + second["self_attn"].forward_sequence(second["input_layernorm"](hidden), cos, sin, position_ids)
+        hidden = hidden + second["cross_attn"].forward_sequence(
+            second["cross_attn_layernorm"](hidden), cos, sin, target_keys, target_values, shift, position_ids, self.rotary_emb)
+        hidden = hidden + second["mlp"](second["post_attention_layernorm"](hidden))
+        return self._logits(hidden)
+
+    draft._cross_attention_mlp_logits = types.MethodType(deeper, draft)
+
+
+class _NoHook:
+    def remove(self) -> None:
+        pass
+
+
+def change_draft(arm: str, draft, target, seed: int):
+    """Make `draft` the arm's (in place); returns a handle whose `remove()` undoes any hook on the target."""
+    if arm == "final_state":
+        return read_final_state(draft, target)
+    if arm in ("second_block", "second_layer"):
+        add_depth(draft, self_attention=arm == "second_layer", seed=seed)
+    elif arm != "plain":
+        raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}")
+    return _NoHook()
+
+
+ARMS = ("plain", "final_state", "second_block", "second_layer")
 
 
 @torch.no_grad()
@@ -143,6 +214,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", required=True)
     parser.add_argument("--merge", nargs="+", default=None, help="join these feature_probe.json files (other seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
+                        help="the drafts trained per seed: plain, the target's final state, or one more block")
     parser.add_argument("--steps", type=int, default=800)
     parser.add_argument("--seq-len", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=4)
@@ -155,6 +228,8 @@ def parse_args(argv=None):
     parser.add_argument("--eval-lengths", type=int, nargs="+", default=[2048, 8000])
     parser.add_argument("--eval-prompts", type=int, default=6)
     parser.add_argument("--scored-positions", type=int, default=512)
+    parser.add_argument("--data-cache", default=None,
+                        help="keep the tokenized chunks here, so a later call on the same machine loads them")
     return parser.parse_args(argv)
 
 
@@ -173,18 +248,19 @@ def main(argv=None) -> int:
     base = TrainRecipe(output_dir="", max_steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size,
                        learning_rate=args.lr, warmup_steps=args.warmup_steps, max_tokens=args.max_tokens,
                        corpus_mix=args.corpus_mix, corpus_max_epochs=args.corpus_max_epochs, save_steps=10**9,
-                       logging_steps=max(1, args.steps // 20), overwrite_output=True, init_draft="embedded")
+                       logging_steps=max(1, args.steps // 20), overwrite_output=True, init_draft="embedded",
+                       data_cache=args.data_cache)
     report = {"machine": machine_info(target.device), "settings": vars(args), "runs": []}
     start = initial_draft(target, base).to(target.device).eval().bind(target)
     report["start"] = agreement(target, start, prompts, args.scored_positions)
     del start
     datasets = {}
     for seed in args.seeds:
-        for arm in ("plain", "final_state"):
+        for arm in args.arms:
             recipe = replace(base, output_dir=str(out / "runs" / f"{arm}-seed{seed}"), seed=seed)
             dataset = dataset_for(datasets, tokenizer, recipe)
             draft = initial_draft(target, recipe)
-            hook = read_final_state(draft, target) if arm == "final_state" else None
+            hook = change_draft(arm, draft, target, seed)
             try:
                 begin = time.perf_counter()
                 draft = train_draft(target, tokenizer, recipe, draft=draft, dataset=dataset, progress=False)
@@ -192,8 +268,7 @@ def main(argv=None) -> int:
                 draft.eval()
                 measured = agreement(target, draft, prompts, args.scored_positions)
             finally:  # the target must not keep feeding a draft that is gone
-                if hook is not None:
-                    hook.remove()
+                hook.remove()
             log = json.loads((Path(recipe.output_dir) / "final" / "training_log.json").read_text())
             losses = [(entry["step"], entry["loss"]) for entry in log if "loss" in entry]
             report["runs"].append({"arm": arm, "seed": seed, "recipe": asdict(recipe), "train_seconds": seconds,

@@ -211,6 +211,57 @@ def test_feature_probe_adds_the_final_state_of_the_newest_readable_entry():
     assert not torch.equal(before, plain)
 
 
+@pytest.mark.parametrize("arm", ["second_block", "second_layer"])
+def test_feature_probe_depth_arms_start_as_the_draft_and_read_the_target_again(arm):
+    """benchmarks/feature_probe.py --arms second_block / second_layer: the added block's output projections
+    start at zero, so the draft's logits are unchanged; set, the block's cross-attention honours the Flash
+    Noisy Training shift (target K/V at j moves logits at i >= j + shift only) and, for second_layer, its
+    self-attention reads the first layer's outputs within the window. Seeded: one seed, one block."""
+    from conftest import tiny_llama
+    from hf_longspec import LongSpecDraftModel
+    from hf_longspec.target_support import target_layer_kv
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16)
+    ids = torch.randint(0, 96, (1, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        keys, values = target_layer_kv(target(ids, use_cache=True).past_key_values, draft.target_layer_index)
+        plain = draft(ids, keys, values, noise_shift=2).logits
+        probe.change_draft(arm, draft, target, seed=3).remove()
+        block = draft.second_block
+        assert ("self_attn" in block) == (arm == "second_layer")
+        assert torch.equal(draft(ids, keys, values, noise_shift=2).logits, plain)
+        twin = LongSpecDraftModel.from_target(target, sliding_window=16)
+        probe.change_draft(arm, twin, target, seed=3)
+        assert all(torch.equal(a, b) for a, b in zip(block.state_dict().values(), twin.second_block.state_dict().values()))
+        for name, parameter in block.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(1))
+        before = draft(ids, keys, values, noise_shift=2).logits
+        assert not torch.equal(before, plain)
+        # only the block reads the target a second time: zero the first layer's cross-attention
+        draft.cross_attn.o_proj.weight.zero_()
+        base = draft(ids, keys, values, noise_shift=2).logits
+        moved_keys = keys.clone()
+        moved_keys[:, :, 10] += 1.0
+        after = draft(ids, moved_keys, values, noise_shift=2).logits
+        # and the first layer's self-attention: the first layer is then per position, so another token
+        # at 5 moves only position 5, unless the block's self-attention reads it (within the window)
+        draft.self_attn.o_proj.weight.zero_()
+        other = ids.clone()
+        other[0, 5] = (ids[0, 5] + 1) % 96
+        by_token = (draft(other, keys, values, noise_shift=2).logits - draft(ids, keys, values, noise_shift=2).logits)
+    moved = (after - base).abs().amax(-1)[0]
+    assert moved[:12].max() == 0 and moved[12] > 1e-4
+    by_token = by_token.abs().amax(-1)[0]
+    assert by_token[5] > 1e-4 and by_token[:5].max() == 0 and by_token[21:].max() == 0
+    if arm == "second_layer":
+        assert by_token[6:21].min() > 0
+    else:
+        assert by_token[6:].max() == 0
+
+
 def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(tmp_path):
     """feature_probe.agreement pairs the draft's logits at j with the target's at j (both predict j + 1):
     a "draft" that returns the target's own logits agrees at 1.0, one shifted by a position does not;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One-GPU call (sixteenth session; issue 12): does depth raise the draft's agreement with the target?
+# feature_probe.py fine-tunes the shipped draft 800 steps (4 x 8192 tokens, lr 5e-4, the thirteenth
+# session's recipe and mix) as it is ("plain"), with a second cross-attention + MLP block
+# ("second_block") and with a whole second layer ("second_layer"), all from one seed's batches, and
+# scores each teacher-forced on the ablation's 36 held-out prompts.
+#
+# After parking part a and unpacking .carry/ust into /tmp/call10 (device README), with carry
+# [".carry/b"] on the first call:   SEED=0 bash benchmarks/device/call16_depth.sh
+# and with no carry on the next, the machine warm:   SEED=1 bash benchmarks/device/call16_depth.sh
+# The tokenized chunks stay in /tmp/fp_data_cache, so the second call does not tokenize again.
+set -u
+START=$SECONDS
+SEED=${SEED:-0}
+ARMS=${ARMS:-plain second_block second_layer}
+[ -d /tmp/site ] || source benchmarks/device/setup_model.sh
+[ -d /tmp/call10/usr_share_train ] || { echo "unpack .carry/ust into /tmp/call10 first"; exit 3; }
+export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+R=/tmp/fp$SEED
+# shellcheck disable=SC2086  # ARMS is a list
+timeout -k 10 "${LIMIT:-560}" python benchmarks/feature_probe.py --out $R --seeds "$SEED" --arms $ARMS \
+  --data-cache /tmp/fp_data_cache > "$OUT/feature_probe_seed$SEED.log" 2>&1
+status=$?
+echo "feature_probe exit $status after $((SECONDS - START)) s"
+grep -v "^{'loss'\|Writing model" "$OUT/feature_probe_seed$SEED.log" | tail -12
+cp $R/feature_probe.json "$OUT/feature_probe_seed$SEED.json" 2>/dev/null
+exit $status
