@@ -45,7 +45,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecMLP, LongSpecRMSNorm,
                                            LongSpecSelfAttention, ZeroStartLinear)
-from hf_longspec.training.run import TrainRecipe, initial_draft, train_draft
+from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import dataset_for, eval_prompts  # noqa: E402  (sibling scripts)
@@ -167,10 +167,10 @@ def agreement(target, draft, prompts, scored: int) -> dict:
 def merged(paths: list[str]) -> dict:
     """The runs of several calls' reports (other seeds) in one; refused when they measured otherwise."""
     reports = [json.loads(Path(path).read_text()) for path in paths]
-    keep = ("steps", "seq_len", "batch_size", "lr", "warmup_steps", "max_tokens", "corpus_mix", "corpus_max_epochs",
+    keep = ("init_draft", "steps", "seq_len", "batch_size", "lr", "warmup_steps", "max_tokens", "corpus_mix", "corpus_max_epochs",
             "eval_kinds", "eval_lengths", "eval_prompts", "scored_positions")
     for path, report in zip(paths[1:], reports[1:]):
-        differ = [key for key in keep if report["settings"][key] != reports[0]["settings"][key]]
+        differ = [key for key in keep if report["settings"].get(key) != reports[0]["settings"].get(key)]
         if differ or report["start"] != reports[0]["start"]:
             raise ValueError(f"{path} measured something else than {paths[0]}: {differ or ['start']}")
     runs = [run for report in reports for run in report["runs"]]
@@ -192,21 +192,32 @@ def plot(report: dict, path: Path) -> None:
         steps, values = zip(*run["loss"])
         loss_ax.plot(steps, values, color=f"C{arms.index(run['arm'])}", alpha=0.5 + 0.5 * (run["seed"] == 0),
                      label=f"{run['arm']} seed {run['seed']}")
-    loss_ax.set(xlabel="step", ylabel="training loss", title="fine-tune from the shipped draft")
+    scratch = report["settings"].get("init_draft") == "none"
+    loss_ax.set(xlabel="step", ylabel="training loss",
+                title="from untrained drafts" if scratch else "fine-tune from the shipped draft")
+    if scratch:  # the first logs are far above the rest
+        loss_ax.set_ylim(top=min(10.0, max(value for run in report["runs"] for _, value in run["loss"])))
     loss_ax.legend(fontsize=8)
     cells = sorted(report["start"]["cells"])
-    width = 0.8 / (len(arms) + 1)
-    rows = [("start", [report["start"]["cells"][cell]["1"]["top1"] for cell in cells])]
+    width = 0.8 / (len(arms) + (not scratch))
+    rows = [] if scratch else [("start", [report["start"]["cells"][cell]["1"]["top1"] for cell in cells])]
     for arm in arms:
         mine = [run for run in report["runs"] if run["arm"] == arm]
         rows.append((arm, [statistics.mean(run["cells"][cell]["1"]["top1"] for run in mine) for cell in cells]))
     for index, (name, values) in enumerate(rows):
         cell_ax.bar([c + index * width for c in range(len(cells))], values, width, label=name)
     cell_ax.set_xticks([c + width * len(arms) / 2 for c in range(len(cells))], cells, rotation=20, fontsize=8)
-    cell_ax.set(ylabel="lag-1 top-1 agreement", ylim=(0.45, 0.7), title="held-out, teacher-forced (mean over seeds)")
+    shown = [value for _, values in rows for value in values]
+    cell_ax.set(ylabel="lag-1 top-1 agreement", ylim=(min(shown) - 0.05, max(shown) + 0.03),
+                title="held-out, teacher-forced (mean over seeds)")
     cell_ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def starting_draft(target, recipe: TrainRecipe):
+    """The shipped draft (init_draft "embedded"), or an untrained one drawn from the recipe's seed."""
+    return initial_draft(target, recipe) if recipe.init_draft is not None else new_draft(target, recipe)
 
 
 def parse_args(argv=None):
@@ -216,6 +227,8 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
                         help="the drafts trained per seed: plain, the target's final state, or one more block")
+    parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
+                        help="fine-tune the shipped draft, or train each arm from an untrained draft (seeded)")
     parser.add_argument("--steps", type=int, default=800)
     parser.add_argument("--seq-len", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=4)
@@ -248,10 +261,11 @@ def main(argv=None) -> int:
     base = TrainRecipe(output_dir="", max_steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size,
                        learning_rate=args.lr, warmup_steps=args.warmup_steps, max_tokens=args.max_tokens,
                        corpus_mix=args.corpus_mix, corpus_max_epochs=args.corpus_max_epochs, save_steps=10**9,
-                       logging_steps=max(1, args.steps // 20), overwrite_output=True, init_draft="embedded",
+                       logging_steps=max(1, args.steps // 20), overwrite_output=True,
+                       init_draft=None if args.init_draft == "none" else args.init_draft,
                        data_cache=args.data_cache)
     report = {"machine": machine_info(target.device), "settings": vars(args), "runs": []}
-    start = initial_draft(target, base).to(target.device).eval().bind(target)
+    start = starting_draft(target, base).to(target.device).eval().bind(target)
     report["start"] = agreement(target, start, prompts, args.scored_positions)
     del start
     datasets = {}
@@ -259,7 +273,7 @@ def main(argv=None) -> int:
         for arm in args.arms:
             recipe = replace(base, output_dir=str(out / "runs" / f"{arm}-seed{seed}"), seed=seed)
             dataset = dataset_for(datasets, tokenizer, recipe)
-            draft = initial_draft(target, recipe)
+            draft = starting_draft(target, recipe)
             hook = change_draft(arm, draft, target, seed)
             try:
                 begin = time.perf_counter()

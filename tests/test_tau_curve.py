@@ -291,12 +291,13 @@ def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(
     assert exact["pooled"]["1"] == {"top1": 1.0, "top4": 1.0} and exact["cells"]["prose@80"]["3"]["top1"] == 1.0
     assert probe.agreement(target, Echo(1), prompts, scored=32)["pooled"]["1"]["top1"] < 0.5
 
-    def report(seed, lr=5e-4):
+    def report(seed, lr=5e-4, init_draft="embedded"):
         run = {"arm": "plain", "seed": seed, "loss": [[1, 2.0]], **exact}
         settings = {key: 1 for key in ("steps", "seq_len", "batch_size", "warmup_steps", "max_tokens",
                                        "corpus_max_epochs", "eval_prompts", "scored_positions")}
-        settings.update(lr=lr, corpus_mix="code=1", eval_kinds=["prose"], eval_lengths=[80], seeds=[seed])
-        path = tmp_path / f"seed{seed}_{lr}.json"
+        settings.update(lr=lr, corpus_mix="code=1", eval_kinds=["prose"], eval_lengths=[80], seeds=[seed],
+                        init_draft=init_draft)
+        path = tmp_path / f"seed{seed}_{lr}_{init_draft}.json"
         path.write_text(json.dumps({"machine": {"seed": seed}, "settings": settings, "start": exact, "runs": [run]}))
         return str(path)
 
@@ -304,3 +305,22 @@ def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(
     assert [run["seed"] for run in merged["runs"]] == [0, 1] and merged["settings"]["seeds"] == [0, 1]
     with pytest.raises(ValueError, match=r"measured something else.*\['lr'\]"):
         probe.merged([report(0), report(1, lr=1e-3)])
+    with pytest.raises(ValueError, match=r"measured something else.*\['init_draft'\]"):
+        probe.merged([report(0), report(1, init_draft="none")])
+
+
+def test_feature_probe_from_scratch_draws_each_seed_its_own_untrained_draft():
+    """feature_probe.py --init-draft none: every arm of a seed starts from the same untrained draft (the
+    one train_draft would make for that recipe), another seed from another; "embedded" is the shipped one."""
+    from dataclasses import replace
+
+    from conftest import tiny_llama
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir="", init_draft=None, seed=3, draft_overrides={"sliding_window": 16})
+    first, again = probe.starting_draft(target, recipe), probe.starting_draft(target, recipe)
+    other = probe.starting_draft(target, replace(recipe, seed=4))
+    weights = lambda draft: draft.self_attn.q_proj.weight  # noqa: E731
+    assert torch.equal(weights(first), weights(again)) and not torch.equal(weights(first), weights(other))

@@ -9,6 +9,9 @@
 # [".carry/b"] on the first call:   SEED=0 bash benchmarks/device/call16_depth.sh
 # and with no carry on the next, the machine warm:   SEED=1 bash benchmarks/device/call16_depth.sh
 # The tokenized chunks stay in /tmp/fp_data_cache, so the second call does not tokenize again.
+# EXTRA adds feature_probe options; from untrained drafts, both seeds in one call (sixteenth session):
+#   SEED="0 1" ARMS="plain second_layer" EXTRA="--init-draft none --seq-len 2048 --batch-size 16 --lr 2e-3
+#     --max-tokens 30000000" bash benchmarks/device/call16_depth.sh
 set -u
 START=$SECONDS
 SEED=${SEED:-0}
@@ -17,12 +20,13 @@ ARMS=${ARMS:-plain second_block second_layer}
 [ -d /tmp/call10/usr_share_train ] || { echo "unpack .carry/ust into /tmp/call10 first"; exit 3; }
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-R=/tmp/fp$SEED
-# shellcheck disable=SC2086  # ARMS is a list
-timeout -k 10 "${LIMIT:-560}" python benchmarks/feature_probe.py --out $R --seeds "$SEED" --arms $ARMS \
-  --data-cache /tmp/fp_data_cache > "$OUT/feature_probe_seed$SEED.log" 2>&1
+TAG=${SEED// /_}
+R=/tmp/fp$TAG
+# shellcheck disable=SC2086  # SEED, ARMS and EXTRA are lists
+timeout -k 10 "${LIMIT:-560}" python benchmarks/feature_probe.py --out $R --seeds $SEED --arms $ARMS \
+  --data-cache /tmp/fp_data_cache ${EXTRA:-} > "$OUT/feature_probe_seed$TAG.log" 2>&1
 status=$?
 echo "feature_probe exit $status after $((SECONDS - START)) s"
-grep -v "^{'loss'\|Writing model" "$OUT/feature_probe_seed$SEED.log" | tail -12
-cp $R/feature_probe.json "$OUT/feature_probe_seed$SEED.json" 2>/dev/null
+grep -v "^{'loss'\|Writing model" "$OUT/feature_probe_seed$TAG.log" | tail -12
+cp $R/feature_probe.json "$OUT/feature_probe_seed$TAG.json" 2>/dev/null
 exit $status

@@ -243,6 +243,16 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     return draft  # train_draft binds it, which refuses a draft made for another target
 
 
+def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
+    """An untrained draft for `target` with the recipe's overrides, its weights drawn from `recipe.seed`:
+    the Trainer seeds only after the draft exists, so they would otherwise come from whatever state
+    torch's global generator happened to be in."""
+    device = target.get_input_embeddings().weight.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(recipe.seed)
+        return LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+
+
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
                 progress: bool = True, dataset=None, callbacks=None) -> LongSpecDraftModel:
     """Train (or continue training) a draft for `target`; returns the trained, bound draft (under FSDP
@@ -253,11 +263,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     if draft is None and recipe.init_draft is not None:
         draft = initial_draft(target, recipe)
     if draft is None:
-        # seeded here: the Trainer seeds only after the draft exists, so the draft's initial
-        # weights would come from whatever state torch's global generator happened to be in
-        with torch.random.fork_rng(devices=[device] if on_gpu else []):
-            torch.manual_seed(recipe.seed)
-            draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+        draft = new_draft(target, recipe)
     if recipe.overwrite_output:
         _clear_previous_run(recipe.output_dir)
     draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
