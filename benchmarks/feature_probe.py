@@ -206,7 +206,7 @@ def plot(report: dict, path: Path) -> None:
         rows.append((arm, [statistics.mean(run["cells"][cell]["1"]["top1"] for run in mine) for cell in cells]))
     for index, (name, values) in enumerate(rows):
         cell_ax.bar([c + index * width for c in range(len(cells))], values, width, label=name)
-    cell_ax.set_xticks([c + width * len(arms) / 2 for c in range(len(cells))], cells, rotation=20, fontsize=8)
+    cell_ax.set_xticks([c + width * (len(rows) - 1) / 2 for c in range(len(cells))], cells, rotation=20, fontsize=8)
     shown = [value for _, values in rows for value in values]
     cell_ax.set(ylabel="lag-1 top-1 agreement", ylim=(min(shown) - 0.05, max(shown) + 0.03),
                 title="held-out, teacher-forced (mean over seeds)")

@@ -10,7 +10,7 @@
 # and with no carry on the next, the machine warm:   SEED=1 bash benchmarks/device/call16_depth.sh
 # The tokenized chunks stay in /tmp/fp_data_cache, so the second call does not tokenize again.
 # EXTRA adds feature_probe options; from untrained drafts, both seeds in one call (sixteenth session):
-#   SEED="0 1" ARMS="plain second_layer" EXTRA="--init-draft none --seq-len 2048 --batch-size 16 --lr 2e-3
+#   SEED="0 1" ARMS="plain second_layer" EXTRA="--init-draft none --steps 700 --seq-len 2048 --batch-size 16 --lr 2e-3
 #     --max-tokens 30000000" bash benchmarks/device/call16_depth.sh
 set -u
 START=$SECONDS
