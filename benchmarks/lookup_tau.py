@@ -26,23 +26,26 @@ import torch
 
 from hf_longspec.generation.lookup import NGRAM_SIZES, PromptLookup
 
+sys.path.insert(0, str(Path(__file__).parent))
+import tau_curve  # noqa: E402  (a sibling script: the prompts and their digest)
 
-def lookup_chain(context: list[int], length: int) -> list[int]:
+
+def lookup_chain(context: list[int], length: int, ngram_sizes: tuple = NGRAM_SIZES) -> list[int]:
     """The library's chain for this context (its last token the round's root): the `length` tokens
     after the latest earlier match of the longest recurring suffix; [] when no suffix recurs."""
-    lookup = PromptLookup(1, len(context), length, "cpu")
+    lookup = PromptLookup(1, len(context), length, "cpu", ngram_sizes)
     lookup.start(torch.tensor([context[:-1]]), [0])
     tokens, valid = lookup.propose(torch.tensor([len(context) - 1]), torch.tensor([context[-1]]))
     return tokens[0][valid[0]].tolist()
 
 
-def lookup_tau(prompt: list[int], output: list[int], depth: int = 5) -> float:
+def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, ngram_sizes: tuple = NGRAM_SIZES) -> float:
     """Tokens per target forward of lookup-only speculation replayed on a greedy output: the first
     token comes from the prefill; every round then accepts the lookup chain's matching prefix plus
     the target's own next token (tau_curve.py counts the same way)."""
     committed, rounds = 1, 0
     while committed < len(output):
-        guess = lookup_chain(prompt + output[:committed], depth)
+        guess = lookup_chain(prompt + output[:committed], depth, ngram_sizes)
         accepted = 0
         while accepted < len(guess) and committed + accepted < len(output) and guess[accepted] == output[committed + accepted]:
             accepted += 1
@@ -51,13 +54,23 @@ def lookup_tau(prompt: list[int], output: list[int], depth: int = 5) -> float:
     return (len(output) - 1) / max(rounds, 1)
 
 
-def compare(runs: list[dict], prompts: dict, depth: int) -> str:
-    rows = []
+def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NGRAM_SIZES) -> str:
+    """The table of lookup-alone tau beside each run's draft tau. A run that recorded its prompt's
+    digest (tau_curve.py since the sixteenth session) is refused when the prompt rebuilt here differs."""
+    rows, unchecked = [], 0
     for run in runs:
         prompt = prompts[(run["length"], run["kind"], run["index"])]
+        if "prompt_digest" not in run:
+            unchecked += 1
+        elif tau_curve.prompt_digest(prompt) != run["prompt_digest"]:
+            raise ValueError(
+                f"the {run['kind']} prompt {run['index']} at {run['length']} tokens rebuilt here is not the one the run "
+                "measured (its prompt_digest differs): this machine's eval text or the prompt builder changed since. "
+                "Allowed: a tau_curve.py JSON made from this machine's text with this code.")
         rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
-                     "lookup": lookup_tau(prompt, run["tokens"], depth)})
-    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, NGRAM_SIZES))}, {len(rows)} prompts", "",
+                     "lookup": lookup_tau(prompt, run["tokens"], depth, ngram_sizes)})
+    note = f" ({unchecked} recorded no prompt digest: rebuilt unverified)" if unchecked else ""
+    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, ngram_sizes))}, {len(rows)} prompts{note}", "",
              "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
              "|---|---|---|---|---|"]
     for kind in dict.fromkeys(row["kind"] for row in rows):
@@ -79,20 +92,28 @@ def main(argv=None) -> int:
     parser.add_argument("tau_json", help="a benchmarks/tau_curve.py JSON measured on this machine's eval split")
     parser.add_argument("--depth", type=int, default=5, help="tokens in the lookup chain (the default tree's depth)")
     parser.add_argument("--target", default="embedded", help="tokenizer: 'embedded' or a local model folder")
+    parser.add_argument("--ngram-sizes", type=int, nargs="+", action="append", default=None, metavar="N",
+                        help="suffix lengths the search tries, longest first (default: the library's "
+                             f"{' '.join(map(str, NGRAM_SIZES))}); repeat the option to compare several sets")
     args = parser.parse_args(argv)
     result = json.loads(Path(args.tau_json).read_text())
     settings = result["settings"]
-    sys.path.insert(0, str(Path(__file__).parent))
-    import tau_curve
-
     from hf_longspec.cli import _load_tokenizer
 
     tokenizer = _load_tokenizer(args.target, None)
-    built = tau_curve.build_prompts(tokenizer, settings["lengths"], settings["kinds"], settings["prompts"],
-                                    settings.get("seed", 0))
-    prompts = {(p["length"], p["kind"], p["index"]): p["input_ids"] for p in built}
-    print(compare(result["runs"], prompts, args.depth))
+    prompts = replay_prompts(tokenizer, settings)
+    for sizes in args.ngram_sizes or [NGRAM_SIZES]:
+        print(compare(result["runs"], prompts, args.depth, tuple(sizes)), end="\n\n")
     return 0
+
+
+def replay_prompts(tokenizer, settings: dict) -> dict:
+    """The prompts a tau_curve.py run measured, by (length, kind, index), rebuilt from its settings. A
+    run from before `--align` existed (ninth session) has no "align" in its settings: its prompts were
+    each cut from their stream's start."""
+    built = tau_curve.build_prompts(tokenizer, settings["lengths"], settings["kinds"], settings["prompts"],
+                                    settings.get("seed", 0), align=settings.get("align", "start"))
+    return {(p["length"], p["kind"], p["index"]): p["input_ids"] for p in built}
 
 
 if __name__ == "__main__":

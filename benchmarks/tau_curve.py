@@ -26,6 +26,7 @@ accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -149,6 +150,7 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     stats = draft.last_stats.as_dict()
     new = out[0, ids.shape[1]:].tolist()
     record = {k: prompt[k] for k in ("length", "kind", "index", "source")}
+    record["prompt_digest"] = prompt_digest(prompt["input_ids"])
     record.update(tau=stats["tau"], rounds=stats["rounds"], new_tokens=len(new), seconds=time.perf_counter() - start,
                   histogram=stats["accepted_length_histogram"], depth=depth_acceptance(stats["accepted_length_histogram"], depth),
                   tokens=new, lookup_commits=stats.get("lookup_commits", 0))
@@ -164,6 +166,13 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
             record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
                                               min(len(new), len(reference)))
     return record
+
+
+def prompt_digest(ids) -> str:
+    """A short name for a prompt's token ids, stored with each run, so that a script rebuilding the
+    prompts from the run's settings (benchmarks/lookup_tau.py) can tell it rebuilt the same ones: the
+    eval text is the machine's own, and the prompt builders change between sessions."""
+    return hashlib.sha256(",".join(str(int(token)) for token in ids).encode()).hexdigest()[:16]
 
 
 def target_confidence(scores) -> dict:

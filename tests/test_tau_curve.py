@@ -77,6 +77,12 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
         assert 0 < run["target_top1_prob"] <= 1 and run["target_entropy"] >= 0  # from the vanilla pass
     assert all(row["exact"] == "1/1" for row in result["rows"]) and result["goals"]["chat_tau"] >= 1.0
     assert "| 96 | chat | 1 |" in (tmp_path / "tau_curve.md").read_text()
+    # each run names its prompt, and lookup_tau.py rebuilds the same ones from the settings
+    lookup = load_script("benchmarks/lookup_tau.py")
+    prompts = lookup.replay_prompts(embedded[1], result["settings"])
+    for run in result["runs"]:
+        assert run["prompt_digest"] == tau_curve.prompt_digest(prompts[(run["length"], run["kind"], run["index"])])
+    assert "rebuilt unverified" not in lookup.compare(result["runs"], prompts, depth=5)
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "tau_curve.png").stat().st_size > 0
 
@@ -147,11 +153,40 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
     assert lookup.lookup_chain(context, 2) == [5, 6]  # "2 3" recurs: the latest match, not the first
     assert lookup.lookup_chain(context + [4], 3) == [9, 2, 3]  # "2 3 4" beats "3 4" and "4"
     assert lookup.lookup_chain([7, 8], 3) == [] and lookup.lookup_chain([5], 3) == []
+    # --ngram-sizes: the search tries the given suffix lengths only ("1 2" recurs, but with (1,) the
+    # latest "2" wins)
+    assert lookup.lookup_chain([5, 7, 1, 2, 8, 2, 6, 1, 2], 3) == [8, 2, 6]
+    assert lookup.lookup_chain([5, 7, 1, 2, 8, 2, 6, 1, 2], 3, ngram_sizes=(1,)) == [6, 1, 2]
     prompt = [10, 11, 12, 13, 14, 15, 16, 17]
     # the target copies the prompt: after the prefill's 10, rounds accept 5 + 1 tokens each
     assert lookup.lookup_tau(prompt, [10, 11, 12, 13, 14, 15, 16, 17, 10, 11, 12, 13, 14], depth=5) == 12 / 2
     # nothing recurs: every round yields the target's own token only
     assert lookup.lookup_tau([1, 2, 3], [4, 5, 6, 7], depth=5) == 1.0
+    # a run is replayed on its own prompt only: another prompt under its key is refused, a run without
+    # a digest (recorded before the sixteenth session) is replayed and said to be unverified
+    run = {"length": 8, "kind": "code", "index": 0, "tau": 2.0, "tokens": [10, 11, 12]}
+    digest = lookup.tau_curve.prompt_digest(prompt)
+    assert "unverified" not in lookup.compare([{**run, "prompt_digest": digest}], {(8, "code", 0): prompt}, 5)
+    with pytest.raises(ValueError, match="code prompt 0 at 8 tokens rebuilt here is not the one"):
+        lookup.compare([{**run, "prompt_digest": digest}], {(8, "code", 0): prompt[::-1]}, 5)
+    assert "1 recorded no prompt digest" in lookup.compare([run], {(8, "code", 0): prompt}, 5)
+
+
+def test_lookup_tau_rebuilds_the_prompts_the_run_measured(tau_curve, embedded):
+    """lookup_tau.py replays a stored output against its own prompt: a run recorded before --align
+    existed (no "align" in its settings, e.g. the sixth session's) was start-aligned, a later one says
+    which it was. Rebuilt end-aligned, the old runs' shorter prompts would end in other text."""
+    _, tokenizer = embedded
+    lookup = load_script("benchmarks/lookup_tau.py")
+    settings = {"lengths": [1024, 2048], "kinds": ["code"], "prompts": 1, "seed": 0}
+    start = {(p["length"], p["kind"], p["index"]): p["input_ids"]
+             for p in tau_curve.build_prompts(tokenizer, [1024, 2048], ["code"], 1, 0, align="start")}
+    end = {(p["length"], p["kind"], p["index"]): p["input_ids"]
+           for p in tau_curve.build_prompts(tokenizer, [1024, 2048], ["code"], 1, 0, align="end")}
+    assert start[(1024, "code", 0)] != end[(1024, "code", 0)]  # the two alignments differ here
+    assert lookup.replay_prompts(tokenizer, settings) == start
+    assert lookup.replay_prompts(tokenizer, {**settings, "align": "end"}) == end
+    assert lookup.replay_prompts(tokenizer, {**settings, "align": "start"}) == start
 
 
 def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_says():

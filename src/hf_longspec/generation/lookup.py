@@ -28,8 +28,9 @@ def is_lookup_length(value) -> bool:
 class PromptLookup:
     """Each row's committed token ids (prompt, then accepted tokens) and the lookup over them."""
 
-    def __init__(self, batch_size: int, capacity: int, length: int, device):
+    def __init__(self, batch_size: int, capacity: int, length: int, device, ngram_sizes: tuple = NGRAM_SIZES):
         self.length = length  # tokens per chain
+        self.ngram_sizes = tuple(sorted(ngram_sizes, reverse=True))  # tried longest first
         self.history = torch.full((batch_size, capacity + 1), -1, dtype=torch.long, device=device)
         self._steps = torch.arange(length, device=device)[None]
         self._slots = torch.arange(capacity + 1, device=device)[None]
@@ -58,8 +59,8 @@ class PromptLookup:
         start = torch.full((batch,), -1, dtype=torch.long, device=history.device)
         # shifted[i][:, p] = history[:, p + i]: one shifted copy per offset, shared by every n-gram size
         shifted = [history] + [torch.cat([history[:, i:], history.new_full((batch, i), -1)], dim=1)
-                               for i in range(1, max(NGRAM_SIZES))]
-        for n in NGRAM_SIZES:
+                               for i in range(1, max(self.ngram_sizes))]
+        for n in self.ngram_sizes:
             suffix = history.gather(1, (end[:, None] - n + torch.arange(n, device=history.device)[None]).clamp(min=0))
             match = slots < (end - n)[:, None]  # a match must lie before the suffix itself
             for i in range(n):
