@@ -40,7 +40,7 @@ import torch
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import held_out_prompts, measure_tau, suffix_ids
+from hf_longspec.evaluation import held_out_prompts, measure_tau, prompt_digest, same_prompts, suffix_ids
 from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
@@ -255,7 +255,7 @@ def merge_reports(paths: list[str]) -> dict:
 
     variants = dict(first["settings"]["variants"])
     for path, report in zip(paths[1:], reports[1:]):
-        if report["prompts"] != first["prompts"]:
+        if not same_prompts(report["prompts"], first["prompts"]):
             raise ValueError(f"{path} measured other eval prompts than {paths[0]}; the runs pair prompt by prompt")
         mine, theirs = comparable(report), comparable(first)
         differ = sorted(key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key))
@@ -431,7 +431,8 @@ def main(argv=None) -> int:
                        logging_steps=max(1, args.steps // 20), overwrite_output=True,
                        init_draft=None if args.init_draft == "untrained" else args.init_draft)
     report = {"machine": machine_info(target.device), "settings": {**vars(args), "variants": dict(variants)},
-              "prompts": [{"kind": kind, "length": length} for kind, length, _ in prompts], "runs": []}
+              "prompts": [{"kind": kind, "length": length, "digest": prompt_digest(ids)} for kind, length, ids in prompts],
+              "runs": []}
     generate_kwargs = {} if args.lookup_tokens is None else {"longspec_lookup_tokens": args.lookup_tokens}
     if args.eval_start:
         report["start"] = measure_start(target, base, args, prompts, generate_kwargs)

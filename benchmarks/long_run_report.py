@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import against_start, cell_summary, cell_table  # noqa: E402
+from hf_longspec.evaluation import same_prompts  # noqa: E402
 from plot_cell_deltas import cell_deltas, markdown  # noqa: E402
 
 # the eval settings that decide the prompts and what tau means; the two files must agree on them
@@ -35,7 +36,7 @@ def comparison(long: dict, shipped: dict) -> dict:
             raise SystemExit(f"the eval files measured different prompts: {key} is {long['settings'].get(key)!r} "
                              f"and {shipped['settings'].get(key)!r}; allowed: two ablate_training.py --eval-only "
                              "files with the same eval settings")
-    if long["prompts"] != shipped["prompts"]:
+    if not same_prompts(long["prompts"], shipped["prompts"]):
         raise SystemExit("the eval files list different prompts; allowed: the same prompts in the same order")
     run = {"variant": "long run", "seed": 0, **long["start"]}
     report = {"start": shipped["start"], "prompts": shipped["prompts"], "runs": [run]}

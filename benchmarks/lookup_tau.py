@@ -24,10 +24,11 @@ from pathlib import Path
 
 import torch
 
+from hf_longspec.evaluation import prompt_digest
 from hf_longspec.generation.lookup import NGRAM_SIZES, PromptLookup
 
 sys.path.insert(0, str(Path(__file__).parent))
-import tau_curve  # noqa: E402  (a sibling script: the prompts and their digest)
+import tau_curve  # noqa: E402  (a sibling script: the prompts)
 
 
 def lookup_chain(context: list[int], length: int, ngram_sizes: tuple = NGRAM_SIZES) -> list[int]:
@@ -62,7 +63,7 @@ def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NG
         prompt = prompts[(run["length"], run["kind"], run["index"])]
         if "prompt_digest" not in run:
             unchecked += 1
-        elif tau_curve.prompt_digest(prompt) != run["prompt_digest"]:
+        elif prompt_digest(prompt) != run["prompt_digest"]:
             raise ValueError(
                 f"the {run['kind']} prompt {run['index']} at {run['length']} tokens rebuilt here is not the one the run "
                 "measured (its prompt_digest differs): this machine's eval text or the prompt builder changed since. "

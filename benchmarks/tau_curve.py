@@ -26,7 +26,6 @@ accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -40,7 +39,7 @@ from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.corpus import long_prompt_ids
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import suffix_ids
+from hf_longspec.evaluation import prompt_digest, suffix_ids
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
 
 CHAT_SOURCES = ("code", "docs")  # chat prompt i wraps a document of CHAT_SOURCES[i % 2]
@@ -166,13 +165,6 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
             record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
                                               min(len(new), len(reference)))
     return record
-
-
-def prompt_digest(ids) -> str:
-    """A short name for a prompt's token ids, stored with each run, so that a script rebuilding the
-    prompts from the run's settings (benchmarks/lookup_tau.py) can tell it rebuilt the same ones: the
-    eval text is the machine's own, and the prompt builders change between sessions."""
-    return hashlib.sha256(",".join(str(int(token)) for token in ids).encode()).hexdigest()[:16]
 
 
 def target_confidence(scores) -> dict:

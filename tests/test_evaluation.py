@@ -29,3 +29,19 @@ def test_held_out_prompts_of_one_seed_end_alike(embedded):
         long = [ids[0].tolist() for k, n, ids in prompts if k == kind and n == 2048]
         assert all(len(s) == 64 and s == l[-64:] for s, l in zip(short, long))
         assert short[0] != short[1]  # two seeds, two texts
+
+
+def test_prompt_digest_names_the_token_ids_and_same_prompts_compares_them():
+    """A prompt's digest depends on its ids only (a list or a tensor alike); two reports' prompt lists
+    pair when kinds and lengths match and, where both recorded digests, the digests do."""
+    import torch
+
+    from hf_longspec.evaluation import prompt_digest, same_prompts
+
+    assert prompt_digest([1, 2, 3]) == prompt_digest(torch.tensor([[1, 2, 3]])) != prompt_digest([1, 2, 4])
+    assert prompt_digest([12, 3]) != prompt_digest([1, 23])  # tokens are separated, not run together
+    named = [{"kind": "code", "length": 2048, "digest": prompt_digest([1, 2])}]
+    plain = [{"kind": "code", "length": 2048}]
+    assert same_prompts(named, named) and same_prompts(named, plain) and same_prompts(plain, named)
+    assert not same_prompts(named, [{**named[0], "digest": prompt_digest([2, 1])}])
+    assert not same_prompts(plain, [{"kind": "code", "length": 8000}]) and not same_prompts(plain, plain * 2)

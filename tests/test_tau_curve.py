@@ -165,7 +165,7 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
     # a run is replayed on its own prompt only: another prompt under its key is refused, a run without
     # a digest (recorded before the sixteenth session) is replayed and said to be unverified
     run = {"length": 8, "kind": "code", "index": 0, "tau": 2.0, "tokens": [10, 11, 12]}
-    digest = lookup.tau_curve.prompt_digest(prompt)
+    digest = lookup.prompt_digest(prompt)
     assert "unverified" not in lookup.compare([{**run, "prompt_digest": digest}], {(8, "code", 0): prompt}, 5)
     with pytest.raises(ValueError, match="code prompt 0 at 8 tokens rebuilt here is not the one"):
         lookup.compare([{**run, "prompt_digest": digest}], {(8, "code", 0): prompt[::-1]}, 5)

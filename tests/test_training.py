@@ -723,6 +723,11 @@ def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, 
     runs = report["runs"]
     # the starting draft measured on the same prompts, the tree alone (the shipped config has a chain)
     assert report["start"]["draft"] == "embedded" and len(report["start"]["tau_per_prompt"]) == len(report["prompts"])
+    # each prompt named by its token ids, so that a later merge can tell the same prompts from others
+    from hf_longspec.evaluation import prompt_digest
+
+    (kind, length, ids), = script.eval_prompts(embedded[1], [200], ["code"], 1, "cpu")  # --quick's one prompt
+    assert report["prompts"] == [{"kind": kind, "length": length, "digest": prompt_digest(ids)}]
     assert {run["lookup_tokens"] for run in runs} == {0} and chains == [0] * 5  # the start, then 4 runs
     assert [row["variant"] for row in report["against_start"]] == ["base", "rollout2"]
     # seed-major, so that a run cut short keeps whole pairs
@@ -832,7 +837,10 @@ def test_long_run_report_pairs_the_long_draft_with_the_shipped_one_prompt_by_pro
     if importlib.util.find_spec("matplotlib") is not None:  # the [bench] extra draws the figure
         assert (tmp_path / "f.png").stat().st_size > 0
     other = json.loads(long.read_text())
-    for key, value in (("settings", {**settings, "new_tokens": 64}), ("prompts", prompts[::-1])):
+    named = [{**prompt, "digest": str(index)} for index, prompt in enumerate(prompts)]
+    shipped.write_text(json.dumps({**json.loads(shipped.read_text()), "prompts": named}))
+    renamed = [{**prompt, "digest": "x"} if index == 3 else prompt for index, prompt in enumerate(named)]
+    for key, value in (("settings", {**settings, "new_tokens": 64}), ("prompts", prompts[::-1]), ("prompts", renamed)):
         long.write_text(json.dumps({**other, key: value}))
         with pytest.raises(SystemExit, match="new_tokens" if key == "settings" else "different prompts"):
             script.main(["--trainer-state", str(state), "--eval-long", str(long), "--eval-shipped", str(shipped),
@@ -959,6 +967,14 @@ def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
                              prompts=[{"kind": "prose", "length": 2048}, {"kind": "code", "length": 8000}])
     with pytest.raises(ValueError, match=rf"{re.escape(prompts)} measured other eval prompts than"):
         script.merge_reports([first, prompts])
+    # the same kinds and lengths, other token ids (another machine's text): refused where both reports
+    # recorded the prompts' digests (since the sixteenth session), paired where one did not
+    named = [{"kind": "code", "length": 2048, "digest": "a"}, {"kind": "code", "length": 8000, "digest": "b"}]
+    ours = _ablation_call(script, tmp_path, "ours", 1, taus, prompts=named)
+    theirs = _ablation_call(script, tmp_path, "theirs", 2, taus, prompts=[named[0], {**named[1], "digest": "c"}])
+    with pytest.raises(ValueError, match=rf"{re.escape(theirs)} measured other eval prompts than"):
+        script.merge_reports([ours, theirs])
+    assert len(script.merge_reports([first, ours])["runs"]) == 4
 
 
 def _tiny_text_tree(root):

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from .corpus import long_prompt_ids
+
+
+def prompt_digest(ids) -> str:
+    """A short name for a prompt's token ids (a list or a tensor), stored beside what was measured on
+    it: the eval text is the machine's own and the prompt builders change between sessions, so a later
+    script that rebuilds or pairs prompts can tell whether they are the same ones."""
+    flat = ids.flatten().tolist() if isinstance(ids, torch.Tensor) else ids
+    return hashlib.sha256(",".join(str(int(token)) for token in flat).encode()).hexdigest()[:16]
+
+
+def same_prompts(first: list[dict], second: list[dict]) -> bool:
+    """Whether two reports' prompt lists ({kind, length[, digest]} each, in order) name the same prompts:
+    equal kinds and lengths, and equal digests where both recorded one (reports of the sixteenth session
+    on do)."""
+    def plain(entry):
+        return {key: value for key, value in entry.items() if key != "digest"}
+
+    return len(first) == len(second) and all(
+        plain(a) == plain(b) and (a.get("digest") is None or b.get("digest") is None or a["digest"] == b["digest"])
+        for a, b in zip(first, second))
 
 
 def suffix_ids(ids: list[int], length: int, head: int = 0, tail: int = 0) -> list[int]:
