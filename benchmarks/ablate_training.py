@@ -40,7 +40,8 @@ import torch
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import held_out_prompts, measure_tau, prompt_digest, same_prompts, suffix_ids
+from hf_longspec.evaluation import (held_out_prompts, known_digests, measure_tau, prompt_digest, same_prompts,
+                                    suffix_ids)
 from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
@@ -254,9 +255,11 @@ def merge_reports(paths: list[str]) -> dict:
                 if key not in ("seeds", "out", "merge", "eval_start", "variants", "variant")}
 
     variants = dict(first["settings"]["variants"])
+    prompts = first["prompts"]  # with every digest the files recorded, so far
     for path, report in zip(paths[1:], reports[1:]):
-        if not same_prompts(report["prompts"], first["prompts"]):
+        if not same_prompts(report["prompts"], prompts):
             raise ValueError(f"{path} measured other eval prompts than {paths[0]}; the runs pair prompt by prompt")
+        prompts = known_digests(prompts, report["prompts"])
         mine, theirs = comparable(report), comparable(first)
         differ = sorted(key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key))
         differ += sorted(f"variants ({name})" for name, overrides in report["settings"]["variants"].items()
@@ -276,7 +279,7 @@ def merge_reports(paths: list[str]) -> dict:
     return {**merged_start, "machine": first["machine"], "machines": [report["machine"] for report in reports],
             "settings": {**first["settings"], "seeds": sorted({run["seed"] for run in runs}),
                          "variants": variants, "merge": list(paths)},
-            "prompts": first["prompts"], "runs": runs, "merged_from": [str(path) for path in paths],
+            "prompts": prompts, "runs": runs, "merged_from": [str(path) for path in paths],
             "seconds": sum(report.get("seconds", 0.0) for report in reports)}
 
 

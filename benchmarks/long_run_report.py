@@ -19,9 +19,10 @@ import json
 import sys
 from pathlib import Path
 
+from hf_longspec.evaluation import known_digests, same_prompts
+
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import against_start, cell_summary, cell_table  # noqa: E402
-from hf_longspec.evaluation import same_prompts  # noqa: E402
 from plot_cell_deltas import cell_deltas, markdown  # noqa: E402
 
 # the eval settings that decide the prompts and what tau means; the two files must agree on them
@@ -39,7 +40,7 @@ def comparison(long: dict, shipped: dict) -> dict:
     if not same_prompts(long["prompts"], shipped["prompts"]):
         raise SystemExit("the eval files list different prompts; allowed: the same prompts in the same order")
     run = {"variant": "long run", "seed": 0, **long["start"]}
-    report = {"start": shipped["start"], "prompts": shipped["prompts"], "runs": [run]}
+    report = {"start": shipped["start"], "prompts": known_digests(shipped["prompts"], long["prompts"]), "runs": [run]}
     return {**report, "against_start": against_start([run], shipped["start"]), "cells": cell_deltas(report)}
 
 

@@ -11,7 +11,11 @@ catch what a small draft misses. Greedy decoding is deterministic, so the target
 `benchmarks/tau_curve.py` is exactly what a lookup chain would be verified against: replaying it
 gives the tau that lookup alone reaches (a chain of `--depth` tokens per round), prompt by prompt,
 beside the draft's. The prompts are rebuilt from this machine's eval split, so the JSON must come
-from this machine (or one with the same local text). No model runs but the tokenizer.
+from this machine (or one with the same local text): a run that recorded its prompt's digest
+(tau_curve.py since the sixteenth session) stops the replay with an error when the prompt rebuilt here
+differs. No model runs but the tokenizer.
+
+    python benchmarks/lookup_tau.py RUN.json --depth 32 --ngram-sizes 3 2 1 --ngram-sizes 8 4 3 2 1
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 import torch
 
 from hf_longspec.evaluation import prompt_digest
-from hf_longspec.generation.lookup import NGRAM_SIZES, PromptLookup
+from hf_longspec.generation.lookup import NGRAM_SIZES, PromptLookup, search_order
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tau_curve  # noqa: E402  (a sibling script: the prompts)
@@ -58,9 +62,13 @@ def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, ngram_sizes
 def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NGRAM_SIZES) -> str:
     """The table of lookup-alone tau beside each run's draft tau. A run that recorded its prompt's
     digest (tau_curve.py since the sixteenth session) is refused when the prompt rebuilt here differs."""
+    sizes = search_order(ngram_sizes)  # as the search tries them
     rows, unchecked = [], 0
     for run in runs:
-        prompt = prompts[(run["length"], run["kind"], run["index"])]
+        prompt = prompts.get((run["length"], run["kind"], run["index"]))
+        if prompt is None:
+            raise ValueError(f"no {run['kind']} prompt {run['index']} at {run['length']} tokens could be rebuilt here "
+                             "(too little eval text of that kind on this machine)")
         if "prompt_digest" not in run:
             unchecked += 1
         elif prompt_digest(prompt) != run["prompt_digest"]:
@@ -69,9 +77,9 @@ def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NG
                 "measured (its prompt_digest differs): this machine's eval text or the prompt builder changed since. "
                 "Allowed: a tau_curve.py JSON made from this machine's text with this code.")
         rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
-                     "lookup": lookup_tau(prompt, run["tokens"], depth, ngram_sizes)})
+                     "lookup": lookup_tau(prompt, run["tokens"], depth, sizes)})
     note = f" ({unchecked} recorded no prompt digest: rebuilt unverified)" if unchecked else ""
-    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, ngram_sizes))}, {len(rows)} prompts{note}", "",
+    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, sizes))}, {len(rows)} prompts{note}", "",
              "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
              "|---|---|---|---|---|"]
     for kind in dict.fromkeys(row["kind"] for row in rows):
@@ -94,8 +102,9 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=5, help="tokens in the lookup chain (the default tree's depth)")
     parser.add_argument("--target", default="embedded", help="tokenizer: 'embedded' or a local model folder")
     parser.add_argument("--ngram-sizes", type=int, nargs="+", action="append", default=None, metavar="N",
-                        help="suffix lengths the search tries, longest first (default: the library's "
-                             f"{' '.join(map(str, NGRAM_SIZES))}); repeat the option to compare several sets")
+                        help="suffix lengths the search may match (it tries the longest first; default: the "
+                             f"library's {' '.join(map(str, NGRAM_SIZES))}); repeat the option to compare several "
+                             "sets; give the JSON before it")
     args = parser.parse_args(argv)
     result = json.loads(Path(args.tau_json).read_text())
     settings = result["settings"]
@@ -113,7 +122,7 @@ def replay_prompts(tokenizer, settings: dict) -> dict:
     run from before `--align` existed (ninth session) has no "align" in its settings: its prompts were
     each cut from their stream's start."""
     built = tau_curve.build_prompts(tokenizer, settings["lengths"], settings["kinds"], settings["prompts"],
-                                    settings.get("seed", 0), align=settings.get("align", "start"))
+                                    settings.get("seed", 0), skipped={}, align=settings.get("align", "start"))
     return {(p["length"], p["kind"], p["index"]): p["input_ids"] for p in built}
 
 

@@ -157,6 +157,10 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
     # latest "2" wins)
     assert lookup.lookup_chain([5, 7, 1, 2, 8, 2, 6, 1, 2], 3) == [8, 2, 6]
     assert lookup.lookup_chain([5, 7, 1, 2, 8, 2, 6, 1, 2], 3, ngram_sizes=(1,)) == [6, 1, 2]
+    assert lookup.lookup_chain([5, 7, 1, 2, 8, 2, 6, 1, 2], 3, ngram_sizes=(1, 2)) == [8, 2, 6]  # longest first
+    for bad in [(), (0,), (2, 0), (-1,), (True,)]:
+        with pytest.raises(ValueError, match="ngram_sizes must be one or more whole numbers >= 1"):
+            lookup.lookup_chain([1, 2, 1, 2], 3, ngram_sizes=bad)
     prompt = [10, 11, 12, 13, 14, 15, 16, 17]
     # the target copies the prompt: after the prefill's 10, rounds accept 5 + 1 tokens each
     assert lookup.lookup_tau(prompt, [10, 11, 12, 13, 14, 15, 16, 17, 10, 11, 12, 13, 14], depth=5) == 12 / 2
@@ -170,6 +174,25 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
     with pytest.raises(ValueError, match="code prompt 0 at 8 tokens rebuilt here is not the one"):
         lookup.compare([{**run, "prompt_digest": digest}], {(8, "code", 0): prompt[::-1]}, 5)
     assert "1 recorded no prompt digest" in lookup.compare([run], {(8, "code", 0): prompt}, 5)
+    with pytest.raises(ValueError, match="no code prompt 0 at 8 tokens could be rebuilt here"):
+        lookup.compare([run], {}, 5)
+
+
+def test_lookup_tau_replays_each_set_of_ngram_sizes_it_is_given(tmp_path, monkeypatch, capsys):
+    """lookup_tau.py --ngram-sizes (repeatable): one table per set, each named by the sizes as the search
+    tries them (longest first); without the option, the library's."""
+    lookup = load_script("benchmarks/lookup_tau.py")
+    prompt = [10, 11, 12, 13, 14, 15, 16, 17]
+    run = {"length": 8, "kind": "code", "index": 0, "tau": 2.0, "tokens": [10, 11, 12, 13, 14, 15]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"settings": {"lengths": [8], "kinds": ["code"], "prompts": 1}, "runs": [run]}))
+    monkeypatch.setattr(lookup, "replay_prompts", lambda tokenizer, settings: {(8, "code", 0): prompt})
+    monkeypatch.setattr("hf_longspec.cli._load_tokenizer", lambda target, revision: None)
+    assert lookup.main([str(path), "--ngram-sizes", "1", "--ngram-sizes", "1", "3", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "n-grams 1, 1 prompts" in out and "n-grams 3/2/1, 1 prompts" in out
+    assert lookup.main([str(path)]) == 0
+    assert "n-grams 3/2/1, 1 prompts" in capsys.readouterr().out
 
 
 def test_lookup_tau_rebuilds_the_prompts_the_run_measured(tau_curve, embedded):

@@ -974,7 +974,10 @@ def test_ablation_merge_refuses_repeated_runs_and_other_settings(tmp_path):
     theirs = _ablation_call(script, tmp_path, "theirs", 2, taus, prompts=[named[0], {**named[1], "digest": "c"}])
     with pytest.raises(ValueError, match=rf"{re.escape(theirs)} measured other eval prompts than"):
         script.merge_reports([ours, theirs])
-    assert len(script.merge_reports([first, ours])["runs"]) == 4
+    joined = script.merge_reports([first, ours])  # keeps the digests one file recorded, for the next check
+    assert len(joined["runs"]) == 4 and joined["prompts"] == named
+    with pytest.raises(ValueError, match=rf"{re.escape(theirs)} measured other eval prompts than"):
+        script.merge_reports([first, ours, theirs])  # the file without digests first does not hide them
 
 
 def _tiny_text_tree(root):

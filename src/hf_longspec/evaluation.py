@@ -29,6 +29,13 @@ def same_prompts(first: list[dict], second: list[dict]) -> bool:
         for a, b in zip(first, second))
 
 
+def known_digests(first: list[dict], second: list[dict]) -> list[dict]:
+    """`first` (a prompt list that `same_prompts` pairs with `second`) with each entry's digest taken from
+    whichever list recorded one, so that joining reports keeps every digest for the next check."""
+    return [{**a, "digest": a.get("digest") or b.get("digest")} if (a.get("digest") or b.get("digest")) else a
+            for a, b in zip(first, second)]
+
+
 def suffix_ids(ids: list[int], length: int, head: int = 0, tail: int = 0) -> list[int]:
     """``ids`` cut to ``length`` tokens from the front, its first ``head`` and last ``tail`` tokens (a
     chat template around a document) kept whole: a shorter prompt that ends as ``ids`` does, so that

@@ -25,12 +25,21 @@ def is_lookup_length(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= MAX_LOOKUP_TOKENS
 
 
+def search_order(ngram_sizes) -> tuple[int, ...]:
+    """The suffix lengths to match, longest first (the longest recurring suffix wins); refused unless one
+    or more whole numbers >= 1 (a 0-gram would match anywhere and copy nonsense)."""
+    sizes = tuple(ngram_sizes)
+    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+        raise ValueError(f"ngram_sizes must be one or more whole numbers >= 1 (suffix lengths to match), got {sizes!r}")
+    return tuple(sorted(set(sizes), reverse=True))
+
+
 class PromptLookup:
     """Each row's committed token ids (prompt, then accepted tokens) and the lookup over them."""
 
     def __init__(self, batch_size: int, capacity: int, length: int, device, ngram_sizes: tuple = NGRAM_SIZES):
         self.length = length  # tokens per chain
-        self.ngram_sizes = tuple(sorted(ngram_sizes, reverse=True))  # tried longest first
+        self.ngram_sizes = search_order(ngram_sizes)
         self.history = torch.full((batch_size, capacity + 1), -1, dtype=torch.long, device=device)
         self._steps = torch.arange(length, device=device)[None]
         self._slots = torch.arange(capacity + 1, device=device)[None]
