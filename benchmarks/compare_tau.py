@@ -3,8 +3,8 @@
     python benchmarks/compare_tau.py shipped=A/tau_curve.json candidate=B/tau_curve.json [--lengths 2048 4096 8000]
 
 Every file must come from `benchmarks/tau_curve.py` with the same lengths, kinds and prompt count, so
-that run (length, kind, index) is the same prompt in each; the last draft is compared, prompt by
-prompt, with the first. Prints markdown: tau per kind and per context length, the 8k / 2k ratio per
+that run (length, kind, index) is the same prompt in each (refused where two runs recorded different
+prompt digests); the last draft is compared, prompt by prompt, with the first. Prints markdown: tau per kind and per context length, the 8k / 2k ratio per
 kind, acceptance reaching depth 1-5, prompts better / worse / equal, and the cells.
 """
 
@@ -36,6 +36,12 @@ def compare(named: dict[str, dict[tuple, dict]]) -> str:
     keys = sorted(set.intersection(*(set(runs) for runs in named.values())))
     if not keys:
         raise SystemExit("the files share no (length, kind, prompt) runs")
+    for key in keys:  # runs that named their prompts (tau_curve.py since the sixteenth session) must agree
+        digests = {name: runs[key]["prompt_digest"] for name, runs in named.items() if "prompt_digest" in runs[key]}
+        if len(set(digests.values())) > 1:
+            raise SystemExit(f"the {key[1]} prompt {key[2]} at {key[0]} tokens differs between "
+                             f"{', '.join(digests)} (prompt_digest): the runs were measured on other text, so they "
+                             "do not pair; allowed: files measured on the same prompts")
     kinds = list(dict.fromkeys(k[1] for k in keys))
     lengths = sorted({k[0] for k in keys})
     pick = {name: {k: runs[k] for k in keys} for name, runs in named.items()}

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -142,6 +143,21 @@ def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
     assert "better on 1, worse on 0, equal on 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="NAME=PATH"):
         compare.main([str(tmp_path / "old.json")])
+    # runs that named their prompts pair only on the same prompt; a file without digests still pairs
+    def named(name, taus, digest):
+        path = write(name, taus).partition("=")[2]
+        report = json.loads(Path(path).read_text())
+        for run in report["runs"]:
+            run["prompt_digest"] = digest(run)
+        Path(path).write_text(json.dumps(report))
+        return f"{name}={path}"
+
+    same = named("same", old, lambda run: f"{run['kind']}{run['length']}{run['index']}")
+    other = named("other", old, lambda run: "x" if run["kind"] == "prose" else f"{run['kind']}{run['length']}{run['index']}")
+    assert compare.main([same, write("plain", new)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="the prose prompt 0 at 8000 tokens differs between same, other"):
+        compare.main([same, other])
 
 
 def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
