@@ -6,6 +6,7 @@ every rank) on real local text and saves it, plus the draft's weights before tra
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -37,6 +38,23 @@ def fsdp_on_cpu() -> None:
     AcceleratorState.__init__ = patched
 
 
+def count_tokenizing(log: Path) -> None:
+    """Append this rank's number to `log` whenever the data cache tokenizes text (a miss), so the test
+    can see how many ranks built the chunks. Each build is held open for a few seconds first, as a real
+    corpus's would be, so that a rank not made to wait would miss the cache too (the tiny text here
+    tokenizes faster than the ranks start)."""
+    from hf_longspec.training import data_cache
+
+    class Counted(data_cache.LocalTextChunks):
+        def __init__(self, *args, **kwargs):
+            with log.open("a") as file:
+                file.write(os.environ.get("RANK", "0") + "\n")
+            time.sleep(5)
+            super().__init__(*args, **kwargs)
+
+    data_cache.LocalTextChunks = Counted
+
+
 def check_target_replicated(target) -> None:
     """The frozen target must stay whole on every rank: no sharded parameter, no FSDP-wrapped module."""
     from torch.distributed.tensor import DTensor
@@ -53,7 +71,10 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-seconds", type=float, default=None)
     parser.add_argument("--rollout-steps", type=int, default=1)
+    parser.add_argument("--data-cache", default=None, help="a data-cache folder (recipe.data_cache)")
     args = parser.parse_args()
+    if args.data_cache:
+        count_tokenizing(Path(f"{args.output}-tokenized.txt"))
     if os.environ.get("ACCELERATE_USE_FSDP") == "true" and not torch.cuda.is_available():
         fsdp_on_cpu()
     torch.manual_seed(0)
@@ -62,7 +83,7 @@ def main():
         output_dir=args.output, max_steps=args.steps, seq_len=64, batch_size=args.batch_size, learning_rate=1e-2,
         warmup_steps=0, max_tokens=40_000, save_steps=10**6, logging_steps=1, distill="argmax",
         kinds=["prose"], draft_overrides={"sliding_window": 32}, max_seconds=args.max_seconds,
-        rollout_steps=args.rollout_steps,
+        rollout_steps=args.rollout_steps, data_cache=args.data_cache,
     )
     draft = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
     if os.environ.get("RANK", "0") == "0":

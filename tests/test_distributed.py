@@ -35,9 +35,22 @@ def _run(args, folder, name, batch_size, script_args=(), **env_extra):
 
 
 @pytest.fixture(scope="module")
-def ddp(tmp_path_factory):
-    """The data-parallel run (2 ranks x batch 2), shared by both comparisons."""
-    return _run(TORCHRUN, tmp_path_factory.mktemp("ddp"), "ddp", 2)
+def ddp_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("ddp")
+
+
+@pytest.fixture(scope="module")
+def ddp(ddp_folder):
+    """The data-parallel run (2 ranks x batch 2), shared by both comparisons; its chunks go through a
+    data cache (they are the same chunks: tests/test_training.py), so it also shows who tokenized."""
+    return _run(TORCHRUN, ddp_folder, "ddp", 2, ("--data-cache", str(ddp_folder / "data_cache")))
+
+
+def test_under_torchrun_one_rank_tokenizes_into_the_data_cache_and_the_other_loads(ddp, ddp_folder):
+    """With recipe.data_cache, the first rank of the machine builds the chunks while the others wait
+    (TrainingArguments.main_process_first), then they load them: one tokenizing, one cache entry."""
+    assert (ddp_folder / "ddp-tokenized.txt").read_text().split() == ["0"]
+    assert len(list((ddp_folder / "data_cache").glob("chunks-*.pt"))) == 1
 
 
 def _assert_same_training(reference, other, initial, other_initial, tolerance=1e-3):
@@ -62,7 +75,10 @@ def _assert_same_training(reference, other, initial, other_initial, tolerance=1e
 
 
 def test_two_rank_data_parallel_equals_one_process(tmp_path, ddp):
-    initial, single, single_losses = _run([sys.executable], tmp_path, "single", 4)
+    # one process through a data cache too: it tokenizes once and trains on the same chunks
+    initial, single, single_losses = _run([sys.executable], tmp_path, "single", 4,
+                                          ("--data-cache", str(tmp_path / "cache")))
+    assert (tmp_path / "single-tokenized.txt").read_text().split() == ["0"]
     ddp_initial, ddp_final, ddp_losses = ddp
     _assert_same_training((single, single_losses), (ddp_final, ddp_losses), initial, ddp_initial)
 

@@ -269,7 +269,6 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
     draft.bind(target)
     config = target.config.get_text_config()
-    dataset = dataset if dataset is not None else build_dataset(tokenizer, recipe)
     collator = LongSpecCollator(
         max_positions=config.max_position_embeddings,
         num_anchors=draft.config.num_anchor_tokens,
@@ -301,6 +300,12 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     )
     accepted = inspect.signature(TrainingArguments.__init__).parameters
     args = TrainingArguments(**{k: v for k, v in arguments.items() if k in accepted})
+    if dataset is None and recipe.data_cache is not None:
+        # each machine's first process tokenizes and saves the chunks while the others wait, then they load
+        # them (without a cache every rank tokenizes for itself, as it must)
+        with args.main_process_first(local=True, desc="tokenizing the training text"):
+            dataset = build_dataset(tokenizer, recipe)
+    dataset = dataset if dataset is not None else build_dataset(tokenizer, recipe)
     speed = SpeedLog(recipe.batch_size * recipe.grad_accum * args.world_size * recipe.seq_len)
     extra = [speed] + ([StopAtDeadline(recipe.max_seconds)] if recipe.max_seconds else [])
     trainer = LongSpecTrainer(
