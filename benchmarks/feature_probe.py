@@ -111,9 +111,7 @@ def add_depth(draft, self_attention: bool, seed: int):
     draft.register_module("second_block", block)
 
     def deeper(self, hidden, cos, sin, target_keys, target_values, shift, position_ids):
-        hidden = hidden + self.cross_attn.forward_sequence(
-            self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift, position_ids, self.rotary_emb)
-        hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
+        hidden = self._cross_attention_mlp(hidden, cos, sin, target_keys, target_values, shift, position_ids)
         second = self.second_block
         if "self_attn" in second:
             hidden = hidden + second["self_attn"].forward_sequence(second["input_layernorm"](hidden), cos, sin, position_ids)

@@ -32,8 +32,11 @@ def same_prompts(first: list[dict], second: list[dict]) -> bool:
 def known_digests(first: list[dict], second: list[dict]) -> list[dict]:
     """`first` (a prompt list that `same_prompts` pairs with `second`) with each entry's digest taken from
     whichever list recorded one, so that joining reports keeps every digest for the next check."""
-    return [{**a, "digest": a.get("digest") or b.get("digest")} if (a.get("digest") or b.get("digest")) else a
-            for a, b in zip(first, second)]
+    joined = []
+    for a, b in zip(first, second):
+        digest = a.get("digest") or b.get("digest")
+        joined.append({**a, "digest": digest} if digest else a)
+    return joined
 
 
 def suffix_ids(ids: list[int], length: int, head: int = 0, tail: int = 0) -> list[int]:

@@ -489,11 +489,15 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
     def _cross_attention_mlp_logits(self, hidden, cos, sin, target_keys, target_values, shift: int,
                                     position_ids: torch.Tensor) -> torch.Tensor:
         """The rest of the layer after self-attention, through the target's LM head."""
+        return self._logits(self._cross_attention_mlp(hidden, cos, sin, target_keys, target_values, shift, position_ids))
+
+    def _cross_attention_mlp(self, hidden, cos, sin, target_keys, target_values, shift: int,
+                             position_ids: torch.Tensor) -> torch.Tensor:
+        """The layer's cross-attention and MLP blocks (training path): its output hidden states."""
         hidden = hidden + self.cross_attn.forward_sequence(
             self.cross_attn_layernorm(hidden), cos, sin, target_keys, target_values, shift, position_ids, self.rotary_emb
         )
-        hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
-        return self._logits(hidden)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
     def _rollout(self, input_ids, target_keys, target_values, position_ids, noise_shift: int, labels,
                  steps: int, decay: float) -> "LongSpecTrainingOutput":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import shutil
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -300,12 +301,12 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
     )
     accepted = inspect.signature(TrainingArguments.__init__).parameters
     args = TrainingArguments(**{k: v for k, v in arguments.items() if k in accepted})
-    if dataset is None and recipe.data_cache is not None:
-        # each machine's first process tokenizes and saves the chunks while the others wait, then they load
-        # them (without a cache every rank tokenizes for itself, as it must)
-        with args.main_process_first(local=True, desc="tokenizing the training text"):
+    if dataset is None:
+        # with a cache, each machine's first process tokenizes and saves the chunks while the others wait,
+        # then they load them; without one, every rank tokenizes for itself, as it must
+        first = args.main_process_first(local=True, desc="tokenizing") if recipe.data_cache else nullcontext()
+        with first:
             dataset = build_dataset(tokenizer, recipe)
-    dataset = dataset if dataset is not None else build_dataset(tokenizer, recipe)
     speed = SpeedLog(recipe.batch_size * recipe.grad_accum * args.world_size * recipe.seq_len)
     extra = [speed] + ([StopAtDeadline(recipe.max_seconds)] if recipe.max_seconds else [])
     trainer = LongSpecTrainer(
