@@ -23,6 +23,13 @@ a second sliding-window self-attention, over the first layer's outputs (decoding
 ring buffer of hidden-state K/V). The block's output projections start at zero, so both start as the
 shipped draft. A gain here is what would justify changing the method's one layer.
 
+Width from the start (seventeenth session; `--arms plain wide_mlp --init-draft none`): the eleventh
+session grew the trained draft's MLP 3x and saw nothing in 800 steps, but the new units started silent;
+the sixteenth saw depth help only when trained from the start. "wide_mlp" is the product's one layer with
+an MLP of `--wide-intermediate-size` units (from an untrained draft: drawn that wide; from the shipped
+one: grown by training/widen.py, computing the same at first). Unlike depth it is a config value the
+decoding path already serves, so a gain here needs no method change.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -128,18 +135,26 @@ class _NoHook:
         pass
 
 
+def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
+    """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), every other
+    arm the recipe as it is."""
+    if arm != "wide_mlp":
+        return recipe
+    return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
+
+
 def change_draft(arm: str, draft, target, seed: int):
     """Make `draft` the arm's (in place); returns a handle whose `remove()` undoes any hook on the target."""
     if arm == "final_state":
         return read_final_state(draft, target)
     if arm in ("second_block", "second_layer"):
         add_depth(draft, self_attention=arm == "second_layer", seed=seed)
-    elif arm != "plain":
+    elif arm not in ("plain", "wide_mlp"):  # wide_mlp's width comes with its recipe (arm_recipe)
         raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}")
     return _NoHook()
 
 
-ARMS = ("plain", "final_state", "second_block", "second_layer")
+ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp")
 
 
 @torch.no_grad()
@@ -160,6 +175,12 @@ def agreement(target, draft, prompts, scored: int) -> dict:
     # lags keyed as strings, as they read back from JSON
     return {"pooled": {str(lag): mean([row for cell in per_cell.values() for row in cell[str(lag)]]) for lag in LAGS},
             "cells": {name: {lag: mean(rows) for lag, rows in cell.items()} for name, cell in per_cell.items()}}
+
+
+def run_label(run: dict) -> str:
+    """The arm's name, with the MLP width for "wide_mlp" (calls with other widths merge into one report)."""
+    width = run["recipe"]["draft_overrides"].get("intermediate_size")
+    return f"{run['arm']} {width}" if run["arm"] == "wide_mlp" and width is not None else run["arm"]
 
 
 def merged(paths: list[str]) -> dict:
@@ -185,11 +206,13 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (loss_ax, cell_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
-    arms = list(dict.fromkeys(run["arm"] for run in report["runs"]))
+    order = sorted(report["runs"], key=lambda run: (run["arm"] != "plain", run["arm"],  # plain, then by name and width
+                                                    run["recipe"]["draft_overrides"].get("intermediate_size", 0)))
+    arms = list(dict.fromkeys(run_label(run) for run in order))
     for run in report["runs"]:
         steps, values = zip(*run["loss"])
-        loss_ax.plot(steps, values, color=f"C{arms.index(run['arm'])}", alpha=0.5 + 0.5 * (run["seed"] == 0),
-                     label=f"{run['arm']} seed {run['seed']}")
+        loss_ax.plot(steps, values, color=f"C{arms.index(run_label(run))}", alpha=0.5 + 0.5 * (run["seed"] == 0),
+                     label=f"{run_label(run)} seed {run['seed']}")
     scratch = report["settings"].get("init_draft") == "none"
     loss_ax.set(xlabel="step", ylabel="training loss",
                 title="from untrained drafts" if scratch else "fine-tune from the shipped draft")
@@ -200,7 +223,7 @@ def plot(report: dict, path: Path) -> None:
     width = 0.8 / (len(arms) + (not scratch))
     rows = [] if scratch else [("start", [report["start"]["cells"][cell]["1"]["top1"] for cell in cells])]
     for arm in arms:
-        mine = [run for run in report["runs"] if run["arm"] == arm]
+        mine = [run for run in report["runs"] if run_label(run) == arm]
         rows.append((arm, [statistics.mean(run["cells"][cell]["1"]["top1"] for run in mine) for cell in cells]))
     for index, (name, values) in enumerate(rows):
         cell_ax.bar([c + index * width for c in range(len(cells))], values, width, label=name)
@@ -224,7 +247,9 @@ def parse_args(argv=None):
     parser.add_argument("--merge", nargs="+", default=None, help="join these feature_probe.json files (other seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
-                        help="the drafts trained per seed: plain, the target's final state, or one more block")
+                        help="the drafts trained per seed: plain, the target's final state, one more block, or a wider MLP")
+    parser.add_argument("--wide-intermediate-size", type=int, default=4608,
+                        help="the MLP width of the wide_mlp arm (the product's draft has 1536)")
     parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
                         help="fine-tune the shipped draft, or train each arm from an untrained draft (seeded)")
     parser.add_argument("--steps", type=int, default=800)
@@ -269,7 +294,8 @@ def main(argv=None) -> int:
     datasets = {}
     for seed in args.seeds:
         for arm in args.arms:
-            recipe = replace(base, output_dir=str(out / "runs" / f"{arm}-seed{seed}"), seed=seed)
+            recipe = arm_recipe(arm, replace(base, output_dir=str(out / "runs" / f"{arm}-seed{seed}"), seed=seed),
+                                args.wide_intermediate_size)
             dataset = dataset_for(datasets, tokenizer, recipe)
             draft = starting_draft(target, recipe)
             hook = change_draft(arm, draft, target, seed)
@@ -297,7 +323,7 @@ def main(argv=None) -> int:
 
 
 def table(report: dict) -> str:
-    rows = [("start", report["start"])] + [(f"{r['arm']} s{r['seed']}", r) for r in report["runs"]]
+    rows = [("start", report["start"])] + [(f"{run_label(r)} s{r['seed']}", r) for r in report["runs"]]
     names = sorted(report["start"]["cells"])
     lines = ["| draft | " + " | ".join(f"lag {lag} top-1 / top-4" for lag in LAGS) + " | "
              + " | ".join(f"{name} lag-1 top-1" for name in names) + " |",

@@ -398,3 +398,20 @@ def test_feature_probe_from_scratch_draws_each_seed_its_own_untrained_draft():
     other = probe.starting_draft(target, replace(recipe, seed=4))
     weights = lambda draft: draft.self_attn.q_proj.weight  # noqa: E731
     assert torch.equal(weights(first), weights(again)) and not torch.equal(weights(first), weights(other))
+
+
+def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone():
+    """feature_probe.py --arms wide_mlp: only that arm's recipe asks for the wider MLP (so the plain arm of
+    the same seed is the product's draft), and an untrained draft is drawn that wide."""
+    from conftest import tiny_llama
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir="", init_draft=None, seed=3, draft_overrides={"sliding_window": 16})
+    wide = probe.arm_recipe("wide_mlp", recipe, 96)
+    assert wide.draft_overrides == {"sliding_window": 16, "intermediate_size": 96}
+    assert all(probe.arm_recipe(arm, recipe, 96) is recipe for arm in probe.ARMS if arm != "wide_mlp")
+    draft = probe.starting_draft(target, wide)
+    assert draft.config.intermediate_size == 96 and draft.mlp.up_proj.weight.shape[0] == 96
+    assert probe.starting_draft(target, recipe).config.intermediate_size != 96

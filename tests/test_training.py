@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 import re
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -1193,3 +1194,28 @@ def test_ablation_eval_prompts_continue_the_same_text_at_every_length(embedded):
     assert code_short[0].tolist() == code_long[0, -120:].tolist()
     assert chat_short.shape == (1, 120) and chat_short[0, -60:].tolist() == chat_long[0, -60:].tolist()
     assert tokenizer.decode(chat_short[0]).startswith("<|im_start|>system")
+
+
+def test_resume_refuses_a_checkpoint_of_another_shape_before_training(tmp_path):
+    """--resume with other draft settings than the run started with (here a 2x wider MLP): a clear error
+    naming the weights whose shapes differ and what is allowed, raised before any step, and the run's
+    folder left as it was (the Trainer would load the data first and then fail inside load_state_dict)."""
+    from hf_longspec.errors import TrainingRecipeError
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), max_steps=2, seq_len=32, batch_size=2, warmup_steps=0,
+                         max_tokens=20_000, save_steps=1, logging_steps=1, kinds=["prose"])
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    width = LongSpecDraftModel.from_pretrained(str(tmp_path / "run" / "final")).config.intermediate_size
+    before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
+
+    wider = TrainRecipe(**{**asdict(recipe), "max_steps": 4, "resume": True,
+                           "draft_overrides": {"intermediate_size": 2 * width}})
+    with pytest.raises(TrainingRecipeError, match=rf"checkpoint-2 .*mlp.gate_proj.weight: \({width}, 32\) there, "
+                                                   rf"\({2 * width}, 32\) here.*Allowed"):
+        train_draft(target, ByteTokenizer(), wider, progress=False)
+    assert sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*")) == before
+
+    # the same settings resume as before
+    train_draft(target, ByteTokenizer(), TrainRecipe(**{**asdict(recipe), "max_steps": 3, "resume": True}), progress=False)
+    assert (tmp_path / "run" / "checkpoint-3").is_dir()

@@ -12,6 +12,8 @@
 # EXTRA adds feature_probe options; from untrained drafts, both seeds in one call (sixteenth session):
 #   SEED="0 1" ARMS="plain second_layer" EXTRA="--init-draft none --steps 700 --seq-len 2048 --batch-size 16 --lr 2e-3
 #     --max-tokens 30000000" bash benchmarks/device/call16_depth.sh
+# Width from the start (seventeenth session): ARMS="plain wide_mlp" with the same EXTRA; TAG names the
+# output files when one call runs the script twice (e.g. EXTRA="... --wide-intermediate-size 3072" TAG=w3072).
 set -u
 START=$SECONDS
 SEED=${SEED:-0}
@@ -20,7 +22,7 @@ ARMS=${ARMS:-plain second_block second_layer}
 [ -d /tmp/call10/usr_share_train ] || { echo "unpack .carry/ust into /tmp/call10 first"; exit 3; }
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-TAG=${SEED// /_}
+TAG=${TAG:-${SEED// /_}}
 R=/tmp/fp$TAG
 # shellcheck disable=SC2086  # SEED, ARMS and EXTRA are lists
 timeout -k 10 "${LIMIT:-560}" python benchmarks/feature_probe.py --out $R --seeds $SEED --arms $ARMS \

@@ -14,7 +14,10 @@ export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 DRAFT=${DRAFT:-/tmp/x2_long/final}
 [ -f "$DRAFT/config.json" ] || { echo "no draft in $DRAFT (x2_train_long.sh first, on this machine)"; exit 3; }
 worst=0
-for pair in "long=$DRAFT" shipped=embedded; do
+# SKIP_SHIPPED=1 measures the long draft alone: the shipped draft's per-prompt tau on these prompts came out
+# the same in the fourteenth and fifteenth sessions (docs/results/session15_2026-12-02/eval_shipped.json)
+pairs=("long=$DRAFT"); [ "${SKIP_SHIPPED:-0}" = 1 ] || pairs+=(shipped=embedded)
+for pair in "${pairs[@]}"; do
   name=${pair%%=*}; draft=${pair#*=}
   log=/tmp/eval_$name.log
   : > $log

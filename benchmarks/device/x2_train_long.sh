@@ -16,7 +16,9 @@
 # --max-steps TOTAL_STEPS is the whole run's length on every call (it sets the cosine schedule);
 # --max-seconds BUDGET stops the run and saves a checkpoint. Returns in $OUT/x2_long/:
 # ckpt.tar.part-* (the last checkpoint: fp32 weights, optimizer, scheduler, RNG states; 15 MiB parts),
-# final_bf16.tar (the draft folder in bf16, Hub-ready), train.log, summary.json. 7 files, < 64 MiB (3 once the run is over).
+# final_bf16.tar (the draft folder in bf16, Hub-ready; in 15 MiB parts final_bf16.tar.part-* when larger),
+# train.log, summary.json. 7 files, < 64 MiB (3 once the run is over). A checkpoint over 60 MiB (a draft with
+# --intermediate-size 4608 in TRAIN_ARGS) is not returned: such a run continues only in place (IN_PLACE=1).
 set -u
 set -o pipefail
 START=$SECONDS
@@ -74,15 +76,30 @@ save_file({k: v.bfloat16() for k, v in load_file(src / "model.safetensors").item
 config = json.loads((dst / "config.json").read_text())
 (dst / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}, indent=2))  # as the shipped draft
 EOF
-  [ $? -eq 0 ] && tar -C "$W" -cf "$R/final_bf16.tar" final_bf16   # no half-written export
+  if [ $? -eq 0 ]; then   # no half-written export
+    tar -C "$W" -cf "$R/final_bf16.tar" final_bf16
+    # a file comes back only up to 16 MiB: a wider draft (--intermediate-size 4608: ~19 MB in bf16) comes in
+    # parts; join them with  cat final_bf16.tar.part-* | tar -x
+    if [ "$(stat -c %s "$R/final_bf16.tar")" -gt $((15 * 1024 * 1024)) ]; then
+      split -b 15M "$R/final_bf16.tar" "$R/final_bf16.tar.part-" && rm "$R/final_bf16.tar"
+    fi
+  fi
 fi
+draft_back=0; ls "$R"/final_bf16.tar* > /dev/null 2>&1 && draft_back=1
 # the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back;
 # not once the run is over (checkpoint-TOTAL_STEPS) and its draft came back as final_bf16.tar: the 8 files
 # a call returns are better spent on what measures it (eval_long_run.sh after this script; RETURN_CKPT=1 keeps them)
 last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
+# A checkpoint over 60 MiB (a wider draft's: ~115 MB with its optimizer state) could not be carried to the
+# next machine anyway (64 MiB per call): it stays here for IN_PLACE=1 calls unless RETURN_CKPT=1.
 if [ -n "$last" ]; then
-  if [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ ! -f "$R/final_bf16.tar" ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
-    tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
+  ckpt_mib=$(du -sm "$last" | cut -f1)
+  if [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ "$draft_back" = 0 ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
+    if [ "$ckpt_mib" -le 60 ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
+      tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
+    else
+      echo "$(basename "$last") is $ckpt_mib MiB, more than a call can carry back: not returned; continue it with IN_PLACE=1"
+    fi
   fi
 fi
 python - "$W" "$last" > "$R/summary.json" <<'EOF'

@@ -186,6 +186,30 @@ def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
         )
 
 
+def check_resumable(draft: LongSpecDraftModel, output_dir: str) -> None:
+    """--resume loads the newest checkpoint into `draft`: refuse one saved with other shapes (a run started
+    with another --intermediate-size, say) before any data is read or step taken; the Trainer would only
+    fail inside load_state_dict. Sharded (FSDP) checkpoints are left to the Trainer's own check."""
+    from safetensors import safe_open
+    from transformers.trainer_utils import get_last_checkpoint
+
+    newest = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    weights = Path(newest) / "model.safetensors" if newest else None
+    if weights is None or not weights.is_file():
+        return
+    with safe_open(str(weights), framework="pt") as saved_file:
+        saved = {name: tuple(saved_file.get_slice(name).get_shape()) for name in saved_file.keys()}
+    here = {name: tuple(value.shape) for name, value in draft.state_dict().items()}
+    differ = [f"{name}: {saved.get(name, 'absent')} there, {here.get(name, 'absent')} here"
+              for name in sorted(saved.keys() | here.keys()) if saved.get(name) != here.get(name)]
+    if differ:
+        shown = "; ".join(differ[:4]) + ("; ..." if len(differ) > 4 else "")
+        raise TrainingRecipeError(
+            f"resume: {Path(newest).name} in {output_dir} holds a draft of other shapes than this run's ({shown}). "
+            "Allowed: the draft settings the run started with (its checkpoint's config.json; e.g. the same "
+            "--intermediate-size), or a new output folder.")
+
+
 def _clear_previous_run(output_dir: str) -> None:
     """overwrite_output: remove the checkpoints and final/ of the earlier run (nothing else)."""
     folder = Path(output_dir)
@@ -267,6 +291,8 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         draft = new_draft(target, recipe)
     if recipe.overwrite_output:
         _clear_previous_run(recipe.output_dir)
+    if recipe.resume:
+        check_resumable(draft, recipe.output_dir)
     draft = draft.to(device=device, dtype=torch.float32).train()  # master weights fp32; bf16 autocast on GPU
     draft.bind(target)
     config = target.config.get_text_config()
