@@ -214,3 +214,18 @@ def test_batch_exactness_compares_a_left_padded_batch_with_vanilla(embedded, tmp
     off = script.compare(model, script.load_embedded_draft(model), batch["input_ids"], batch["attention_mask"], 8, "tree")
     model.set_attn_implementation(attention_before)
     assert [row["first_difference"] for row in off["rows"]] == [None, 5] and off["equal_rows"] == 1
+
+
+def test_draft_width_cost_quick(tmp_path, monkeypatch, capsys, embedded):
+    """benchmarks/draft_width_cost.py on the CPU: the shipped draft and the same draft grown to 3x its MLP
+    timed through the same round at one context, each row naming its width and MLP bytes, and the table
+    giving each round against the shipped width's."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    cost = load_script("benchmarks/draft_width_cost.py")
+    monkeypatch.setattr(cost, "load_embedded_target", lambda **kwargs: embedded)  # the session's SmolLM2
+    cost.main(["--out", str(tmp_path), "--contexts", "96", "--repeats", "1", "--widths", "4608"])
+    rows = json.loads((tmp_path / "draft_width_cost.json").read_text())["rows"]
+    assert [(row["context"], row["intermediate_size"]) for row in rows] == [(96, 1536), (96, 4608)]
+    assert rows[1]["mlp_bytes"] == 3 * rows[0]["mlp_bytes"]
+    assert all(row["round_ms"] > 0 and row["draft_ms"] > 0 and row["tree_widths"] == [4, 16, 16, 16, 16] for row in rows)
+    assert "| 96 | 1536 | " in capsys.readouterr().out
