@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     parser.add_argument("--widths", type=int, nargs="+", default=[4608])
     parser.add_argument("--contexts", type=int, nargs="+", default=[2048, 8000])
     parser.add_argument("--compile-contexts", type=int, nargs="*", default=[],
-                        help="also time the round compiled, as generate() runs it (about 40 s of compile per width)")
+                        help="also time the round compiled, as generate() runs it (69 s of compile for the first width on the H200, 19 s for the next)")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     target, _ = load_embedded_target(device=str(device))
     drafts = drafts_by_width(target, args.widths)
-    report = {"machine": machine_info(device, sys.argv), "settings": vars(args),
+    command = sys.argv if argv is None else ["draft_width_cost.py", *argv]
+    report = {"machine": machine_info(device, command), "settings": vars(args),
               "copy_bandwidth_bytes_per_s": copy_bandwidth(device)["bytes_per_s"], "rows": []}
     for length in args.contexts:
         for width, draft in drafts.items():

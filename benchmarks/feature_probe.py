@@ -194,6 +194,7 @@ def merged(paths: list[str]) -> dict:
             raise ValueError(f"{path} measured something else than {paths[0]}: {differ or ['start']}")
     runs = [run for report in reports for run in report["runs"]]
     settings = {**reports[0]["settings"], "seeds": sorted({run["seed"] for run in runs}), "out": None}
+    settings.pop("wide_intermediate_size", None)  # the calls may differ in it; each run's recipe records its own
     return {**reports[0], "settings": settings, "runs": runs, "merge": list(paths),
             "machines": [report["machine"] for report in reports]}
 

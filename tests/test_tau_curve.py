@@ -415,3 +415,5 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     draft = probe.starting_draft(target, wide)
     assert draft.config.intermediate_size == 96 and draft.mlp.up_proj.weight.shape[0] == 96
     assert probe.starting_draft(target, recipe).config.intermediate_size != 96
+    assert probe.run_label({"arm": "wide_mlp", "recipe": {"draft_overrides": wide.draft_overrides}}) == "wide_mlp 96"
+    assert probe.run_label({"arm": "plain", "recipe": {"draft_overrides": recipe.draft_overrides}}) == "plain"

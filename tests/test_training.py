@@ -1196,7 +1196,7 @@ def test_ablation_eval_prompts_continue_the_same_text_at_every_length(embedded):
     assert tokenizer.decode(chat_short[0]).startswith("<|im_start|>system")
 
 
-def test_resume_refuses_a_checkpoint_of_another_shape_before_training(tmp_path):
+def test_resume_refuses_a_checkpoint_of_another_shape_before_training(tmp_path, monkeypatch):
     """--resume with other draft settings than the run started with (here a 2x wider MLP): a clear error
     naming the weights whose shapes differ and what is allowed, raised before any step, and the run's
     folder left as it was (the Trainer would load the data first and then fail inside load_state_dict)."""
@@ -1211,8 +1211,13 @@ def test_resume_refuses_a_checkpoint_of_another_shape_before_training(tmp_path):
 
     wider = TrainRecipe(**{**asdict(recipe), "max_steps": 4, "resume": True,
                            "draft_overrides": {"intermediate_size": 2 * width}})
-    with pytest.raises(TrainingRecipeError, match=rf"checkpoint-2 .*mlp.gate_proj.weight: \({width}, 32\) there, "
-                                                   rf"\({2 * width}, 32\) here.*Allowed"):
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the checkpoint was checked")
+
+    with monkeypatch.context() as patch, pytest.raises(
+            TrainingRecipeError, match=rf"checkpoint-2 .*mlp.gate_proj.weight: \({width}, 32\) there, "
+                                      rf"\({2 * width}, 32\) here.*Allowed"):
+        patch.setattr("hf_longspec.training.run.build_dataset", no_data)
         train_draft(target, ByteTokenizer(), wider, progress=False)
     assert sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*")) == before
 

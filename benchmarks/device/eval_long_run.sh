@@ -5,7 +5,7 @@
 # the tree alone), the prompts every fine-tune since the eleventh session was measured on, so the two
 # pair prompt by prompt. Returns eval_shipped.json / eval_long.json (ablate_training --eval-only) and
 # their logs (the long draft's log starts with the step its final/ was saved at); exits with the
-# worst status of the two.
+# worst status of the two. SKIP_SHIPPED=1 (seventeenth session) measures the long draft alone.
 set -u
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # the same environment as the ablations' calls (call10_finetune.sh), where the shipped draft's 3.120

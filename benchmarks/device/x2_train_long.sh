@@ -17,8 +17,9 @@
 # --max-seconds BUDGET stops the run and saves a checkpoint. Returns in $OUT/x2_long/:
 # ckpt.tar.part-* (the last checkpoint: fp32 weights, optimizer, scheduler, RNG states; 15 MiB parts),
 # final_bf16.tar (the draft folder in bf16, Hub-ready; in 15 MiB parts final_bf16.tar.part-* when larger),
-# train.log, summary.json. 7 files, < 64 MiB (3 once the run is over). A checkpoint over 60 MiB (a draft with
-# --intermediate-size 4608 in TRAIN_ARGS) is not returned: such a run continues only in place (IN_PLACE=1).
+# train.log, summary.json. 7 files, < 64 MiB (3 once the run is over, 4 with a draft in parts). A checkpoint
+# that does not fit within 60 MiB beside them (a draft with --intermediate-size 4608 in TRAIN_ARGS) is not
+# returned: such a run continues only in place (IN_PLACE=1).
 set -u
 set -o pipefail
 START=$SECONDS
@@ -77,7 +78,7 @@ config = json.loads((dst / "config.json").read_text())
 (dst / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}, indent=2))  # as the shipped draft
 EOF
   if [ $? -eq 0 ]; then   # no half-written export
-    tar -C "$W" -cf "$R/final_bf16.tar" final_bf16
+    tar -C "$W" -cf "$R/final_bf16.tar" final_bf16 || rm -f "$R/final_bf16.tar"
     # a file comes back only up to 16 MiB: a wider draft (--intermediate-size 4608: ~19 MB in bf16) comes in
     # parts; join them with  cat final_bf16.tar.part-* | tar -x
     if [ "$(stat -c %s "$R/final_bf16.tar")" -gt $((15 * 1024 * 1024)) ]; then
@@ -87,18 +88,20 @@ EOF
 fi
 draft_back=0; ls "$R"/final_bf16.tar* > /dev/null 2>&1 && draft_back=1
 # the last checkpoint (also after a kill: the periodic ones are kept), in parts that fit the way back;
-# not once the run is over (checkpoint-TOTAL_STEPS) and its draft came back as final_bf16.tar: the 8 files
+# not once the run is over (checkpoint-TOTAL_STEPS) and its draft came back (final_bf16.tar or its parts): the 8 files
 # a call returns are better spent on what measures it (eval_long_run.sh after this script; RETURN_CKPT=1 keeps them)
 last=$(ls -d "$W"/checkpoint-* 2>/dev/null | sort -V | tail -1)
-# A checkpoint over 60 MiB (a wider draft's: ~115 MB with its optimizer state) could not be carried to the
-# next machine anyway (64 MiB per call): it stays here for IN_PLACE=1 calls unless RETURN_CKPT=1.
+# A checkpoint that does not fit beside what is already in $R within 60 MiB (a wider draft's: ~115 MB with
+# its optimizer state) could not come back or be carried to the next machine (64 MiB per call): it stays
+# here for IN_PLACE=1 calls, whatever RETURN_CKPT says.
 if [ -n "$last" ]; then
   ckpt_mib=$(du -sm "$last" | cut -f1)
+  room_mib=$((60 - $(du -sm "$R" | cut -f1)))
   if [ "$(basename "$last")" != "checkpoint-$TOTAL_STEPS" ] || [ "$draft_back" = 0 ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
-    if [ "$ckpt_mib" -le 60 ] || [ "${RETURN_CKPT:-0}" = 1 ]; then
+    if [ "$ckpt_mib" -le "$room_mib" ]; then
       tar -C "$W" -cf - "$(basename "$last")" | split -b 15M - "$R/ckpt.tar.part-"
     else
-      echo "$(basename "$last") is $ckpt_mib MiB, more than a call can carry back: not returned; continue it with IN_PLACE=1"
+      echo "$(basename "$last") is $ckpt_mib MiB, more than the $room_mib MiB a call can still carry back: not returned; continue it with IN_PLACE=1"
     fi
   fi
 fi

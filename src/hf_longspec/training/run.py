@@ -188,8 +188,10 @@ def check_output_dir(output_dir: str, resume: bool, overwrite: bool) -> None:
 
 def check_resumable(draft: LongSpecDraftModel, output_dir: str) -> None:
     """--resume loads the newest checkpoint into `draft`: refuse one saved with other shapes (a run started
-    with another --intermediate-size, say) before any data is read or step taken; the Trainer would only
-    fail inside load_state_dict. Sharded (FSDP) checkpoints are left to the Trainer's own check."""
+    with another --intermediate-size, say) or other weights, before any data is read or step taken. The
+    Trainer would fail inside load_state_dict on a shape, and only warn on a missing or extra weight (it
+    loads with strict=False), leaving that weight untrained or at its initial value. Sharded (FSDP)
+    checkpoints are left to the Trainer's own check."""
     from safetensors import safe_open
     from transformers.trainer_utils import get_last_checkpoint
 
