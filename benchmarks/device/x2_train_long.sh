@@ -81,7 +81,7 @@ EOF
     tar -C "$W" -cf "$R/final_bf16.tar" final_bf16 || rm -f "$R/final_bf16.tar"
     # a file comes back only up to 16 MiB: a wider draft (--intermediate-size 4608: ~19 MB in bf16) comes in
     # parts; join them with  cat final_bf16.tar.part-* | tar -x
-    if [ "$(stat -c %s "$R/final_bf16.tar")" -gt $((15 * 1024 * 1024)) ]; then
+    if [ -f "$R/final_bf16.tar" ] && [ "$(stat -c %s "$R/final_bf16.tar")" -gt $((15 * 1024 * 1024)) ]; then
       split -b 15M "$R/final_bf16.tar" "$R/final_bf16.tar.part-" && rm "$R/final_bf16.tar"
     fi
   fi
