@@ -30,6 +30,10 @@ an MLP of `--wide-intermediate-size` units (from an untrained draft: drawn that 
 one: grown by training/widen.py, computing the same at first). Unlike depth it is a config value the
 decoding path already serves, so a gain here needs no method change.
 
+Finished drafts (eighteenth session; `--score-drafts NAME=FOLDER ...`, no training): the same agreement of
+drafts trained elsewhere (the long runs of x2_train_long.sh), to ask whether a gap the probe saw at a
+short horizon is still there at the end of a long run.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -49,9 +53,9 @@ import torch
 from torch import nn
 
 from hf_longspec.bench.machine import machine_info
-from hf_longspec.embedded import load_embedded_target
-from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecMLP, LongSpecRMSNorm,
-                                           LongSpecSelfAttention, ZeroStartLinear)
+from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
+                                           LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -242,10 +246,48 @@ def starting_draft(target, recipe: TrainRecipe):
     return initial_draft(target, recipe) if recipe.init_draft is not None else new_draft(target, recipe)
 
 
+def scored_draft(target, folder: str):
+    """A finished draft folder ("embedded": the shipped one) loaded in the target's dtype and bound to it."""
+    if folder == "embedded":
+        return load_embedded_draft(target)
+    reference = target.get_input_embeddings().weight
+    draft = LongSpecDraftModel.from_pretrained(folder, dtype=reference.dtype)
+    return draft.to(reference.device).eval().bind(target)
+
+
+def score_drafts(args, target, prompts) -> dict:
+    """The probe's agreement of finished drafts, side by side on the same prompts (no training)."""
+    report = {"machine": machine_info(target.device), "settings": vars(args), "scored": []}
+    for name, folder in args.score_drafts:
+        draft = scored_draft(target, folder)
+        speed = Path(folder) / "training_speed.json"
+        step = json.loads(speed.read_text()).get("global_step") if speed.is_file() else None
+        measured = agreement(target, draft, prompts, args.scored_positions)
+        report["scored"].append({"name": name, "folder": folder, "intermediate_size": draft.config.intermediate_size,
+                                 "global_step": step, **measured})
+        lag1, lag3 = measured["pooled"]["1"], measured["pooled"]["3"]
+        print(f"{name} ({draft.config.intermediate_size} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} "
+              f"top-4 {lag1['top4']:.3f}, lag-3 top-1 {lag3['top1']:.3f}", flush=True)
+        del draft
+    return report
+
+
+def name_and_folder(spec: str) -> tuple[str, str]:
+    """--score-drafts NAME=FOLDER (FOLDER "embedded": the shipped draft)."""
+    name, sep, folder = spec.partition("=")
+    if not sep or not name or not folder:
+        raise argparse.ArgumentTypeError(f"{spec!r}: allowed NAME=FOLDER (a draft folder, or 'embedded')")
+    if folder != "embedded" and not (Path(folder) / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{spec!r}: {folder} holds no config.json; allowed a draft folder or 'embedded'")
+    return name, folder
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--merge", nargs="+", default=None, help="join these feature_probe.json files (other seeds)")
+    parser.add_argument("--score-drafts", nargs="+", type=name_and_folder, default=None, metavar="NAME=FOLDER",
+                        help="score these finished drafts (no training) and write feature_probe_scored.json")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
                         help="the drafts trained per seed: plain, the target's final state, one more block, or a wider MLP")
@@ -282,6 +324,10 @@ def main(argv=None) -> int:
         return 0
     target, tokenizer = load_embedded_target()
     prompts = eval_prompts(tokenizer, args.eval_lengths, args.eval_kinds, args.eval_prompts, target.device)
+    if args.score_drafts:
+        report = score_drafts(args, target, prompts)
+        (out / "feature_probe_scored.json").write_text(json.dumps(report, indent=1))
+        return 0
     base = TrainRecipe(output_dir="", max_steps=args.steps, seq_len=args.seq_len, batch_size=args.batch_size,
                        learning_rate=args.lr, warmup_steps=args.warmup_steps, max_tokens=args.max_tokens,
                        corpus_mix=args.corpus_mix, corpus_max_epochs=args.corpus_max_epochs, save_steps=10**9,
