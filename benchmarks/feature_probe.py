@@ -32,7 +32,9 @@ decoding path already serves, so a gain here needs no method change.
 
 Finished drafts (eighteenth session; `--score-drafts NAME=FOLDER ...`, no training): the same agreement of
 drafts trained elsewhere (the long runs of x2_train_long.sh), to ask whether a gap the probe saw at a
-short horizon is still there at the end of a long run.
+short horizon is still there at the end of a long run. `--score-on continuation` scores them on the
+target's own greedy continuation of each prompt (the text a tree drafts when tau is measured) rather
+than on the prompt's text.
 
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
@@ -54,6 +56,7 @@ from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.evaluation import prompt_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
@@ -162,23 +165,46 @@ ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp")
 
 
 @torch.no_grad()
-def agreement(target, draft, prompts, scored: int) -> dict:
-    """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length)
-    (every prompt scores the same number of positions, so means of shares are pooled shares)."""
-    per_cell: dict = {}
+def agreements(target, drafts: dict, prompts, scored: int) -> dict:
+    """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length), of
+    each draft in `drafts` (name -> draft), the target run once per prompt (every prompt scores the
+    same number of positions, so means of shares are pooled shares)."""
+    per_cell: dict = {name: {} for name in drafts}
     for kind, length, ids in prompts:
-        target_logits, keys, values = target_pass(target, ids, draft.target_layer_index)
-        for lag in LAGS:  # the draft's logits at j and the target's at j both predict token j + 1
-            logits = draft(ids, keys, values, noise_shift=lag).logits[0]
-            shares = token_agreement(logits[-scored - 1 : -1], target_logits[-scored - 1 : -1])
-            per_cell.setdefault(f"{kind}@{length}", {}).setdefault(str(lag), []).append(shares)
+        target_logits, keys, values = target_pass(target, ids, next(iter(drafts.values())).target_layer_index)
+        wanted = target_logits[-scored - 1 : -1]
+        del target_logits
+        for name, draft in drafts.items():
+            for lag in LAGS:  # the draft's logits at j and the target's at j both predict token j + 1
+                logits = draft(ids, keys, values, noise_shift=lag).logits[0]
+                shares = token_agreement(logits[-scored - 1 : -1], wanted)
+                per_cell[name].setdefault(f"{kind}@{length}", {}).setdefault(str(lag), []).append(shares)
 
     def mean(rows):
         return {key: statistics.mean(row[key] for row in rows) for key in ("top1", "top4")}
 
     # lags keyed as strings, as they read back from JSON
-    return {"pooled": {str(lag): mean([row for cell in per_cell.values() for row in cell[str(lag)]]) for lag in LAGS},
-            "cells": {name: {lag: mean(rows) for lag, rows in cell.items()} for name, cell in per_cell.items()}}
+    return {name: {"pooled": {str(lag): mean([row for cell in cells.values() for row in cell[str(lag)]]) for lag in LAGS},
+                   "cells": {cell: {lag: mean(rows) for lag, rows in by_lag.items()} for cell, by_lag in cells.items()}}
+            for name, cells in per_cell.items()}
+
+
+def agreement(target, draft, prompts, scored: int) -> dict:
+    """`agreements` of one draft."""
+    return agreements(target, {"draft": draft}, prompts, scored)["draft"]
+
+
+@torch.no_grad()
+def continued(target, prompts, tokens: int) -> list:
+    """Each prompt followed by the target's own greedy continuation of `tokens` tokens (end of text
+    suppressed, as draft_context_probe does), the text a tree drafts when tau is measured: scored at its
+    last `tokens` positions, agreement is the chain's first-depth acceptance, without the tree's noise."""
+    out = []
+    for kind, length, ids in prompts:
+        new = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
+                              min_new_tokens=tokens, do_sample=False)
+        out.append((kind, length, new))
+    return out
 
 
 def run_label(run: dict) -> str:
@@ -256,19 +282,28 @@ def scored_draft(target, folder: str):
 
 
 def score_drafts(args, target, prompts) -> dict:
-    """The probe's agreement of finished drafts, side by side on the same prompts (no training)."""
-    report = {"machine": machine_info(target.device), "settings": vars(args), "scored": []}
+    """The probe's agreement of finished drafts, side by side on the same prompts (no training): at the
+    prompts' last `--scored-positions` positions, or (`--score-on continuation`) on the target's own
+    greedy continuation of each prompt."""
+    names = [name for name, _ in args.score_drafts]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"--score-drafts names {names} repeat one; allowed: a different NAME for each folder")
+    report = {"machine": machine_info(target.device), "settings": vars(args), "scored": [],
+              "prompts": [{"kind": kind, "length": length, "digest": prompt_digest(ids)} for kind, length, ids in prompts]}
+    scored = args.scored_positions
+    if args.score_on == "continuation":
+        prompts, scored = continued(target, prompts, args.continuation_tokens), args.continuation_tokens
+    drafts = {name: scored_draft(target, folder) for name, folder in args.score_drafts}
+    measured = agreements(target, drafts, prompts, scored)
     for name, folder in args.score_drafts:
-        draft = scored_draft(target, folder)
         speed = Path(folder) / "training_speed.json"
         step = json.loads(speed.read_text()).get("global_step") if speed.is_file() else None
-        measured = agreement(target, draft, prompts, args.scored_positions)
-        report["scored"].append({"name": name, "folder": folder, "intermediate_size": draft.config.intermediate_size,
-                                 "global_step": step, **measured})
-        lag1, lag3 = measured["pooled"]["1"], measured["pooled"]["3"]
-        print(f"{name} ({draft.config.intermediate_size} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} "
-              f"top-4 {lag1['top4']:.3f}, lag-3 top-1 {lag3['top1']:.3f}", flush=True)
-        del draft
+        width = drafts[name].config.intermediate_size
+        report["scored"].append({"name": name, "folder": folder, "intermediate_size": width, "global_step": step,
+                                 **measured[name]})
+        lag1, lag3 = measured[name]["pooled"]["1"], measured[name]["pooled"]["3"]
+        print(f"{name} ({width} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
+              f"lag-3 top-1 {lag3['top1']:.3f}", flush=True)
     return report
 
 
@@ -288,6 +323,9 @@ def parse_args(argv=None):
     parser.add_argument("--merge", nargs="+", default=None, help="join these feature_probe.json files (other seeds)")
     parser.add_argument("--score-drafts", nargs="+", type=name_and_folder, default=None, metavar="NAME=FOLDER",
                         help="score these finished drafts (no training) and write feature_probe_scored.json")
+    parser.add_argument("--score-on", choices=["prompt", "continuation"], default="prompt",
+                        help="with --score-drafts: the prompts' own text, or the target's greedy continuation of each")
+    parser.add_argument("--continuation-tokens", type=int, default=96, help="with --score-on continuation")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
                         help="the drafts trained per seed: plain, the target's final state, one more block, or a wider MLP")

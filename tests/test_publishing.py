@@ -4,6 +4,7 @@ Hub drafts loaded offline from the cache, and custom_generate repos for plain tr
 import functools
 import gc
 import json
+import os
 import re
 import sys
 import weakref
@@ -566,3 +567,31 @@ def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch)
     for name in ("README.md", "measurements.json"):
         assert (copy / name).read_text() == (shipped / name).read_text(), name
 
+
+
+def test_a_checkout_serves_its_own_shipped_draft_and_kernels_over_another_installs(tmp_path):
+    """A checkout run with PYTHONPATH=src serves its own model_cards and kernels even when an editable
+    install of another tree (a git worktree's main checkout) maps those subpackages elsewhere: else the
+    worktree's benchmarks and tests would quietly measure the other tree's shipped draft."""
+    import subprocess
+
+    root = REPO
+    for name in ("kernels", "model_cards"):  # the other tree: empty subpackages
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    code = f"""
+import importlib.abc, importlib.util, sys
+from pathlib import Path
+class OtherInstall(importlib.abc.MetaPathFinder):  # what an editable install of another tree adds
+    def find_spec(self, name, path=None, target=None):
+        if name in ("hf_longspec.kernels", "hf_longspec.model_cards"):
+            folder = Path({str(tmp_path)!r}) / name.split(".")[1]
+            return importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                          submodule_search_locations=[str(folder)])
+sys.meta_path.insert(0, OtherInstall())
+import hf_longspec.kernels, hf_longspec.model_cards
+print(Path(hf_longspec.model_cards.__file__).parent, Path(hf_longspec.kernels.__file__).parent)
+"""
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    served = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert served.returncode == 0 and served.stdout.split() == [str(root / "model_cards"), str(root / "kernels")], served.stderr[-2000:]

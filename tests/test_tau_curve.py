@@ -417,3 +417,45 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     assert probe.starting_draft(target, recipe).config.intermediate_size != 96
     assert probe.run_label({"arm": "wide_mlp", "recipe": {"draft_overrides": wide.draft_overrides}}) == "wide_mlp 96"
     assert probe.run_label({"arm": "plain", "recipe": {"draft_overrides": recipe.draft_overrides}}) == "plain"
+
+
+def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tmp_path):
+    """feature_probe.py --score-drafts NAME=FOLDER: a saved draft folder scores exactly what the draft it
+    was saved from scores (loaded in the target's dtype, bound to it), recorded with its MLP width and
+    step; a spec that is not NAME=FOLDER, or a folder without config.json, is refused by name."""
+    import argparse
+    from types import SimpleNamespace
+
+    from conftest import tiny_llama
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    drafts = {}
+    for name, width in (("plain", 128), ("wide", 384)):
+        recipe = TrainRecipe(output_dir="", init_draft=None, seed=len(drafts),
+                             draft_overrides={"sliding_window": 16, "intermediate_size": width})
+        drafts[name] = probe.starting_draft(target, recipe).eval().bind(target)
+        drafts[name].save_pretrained(tmp_path / name)
+    (tmp_path / "wide" / "training_speed.json").write_text(json.dumps({"global_step": 7}))
+    prompts = [("prose", 80, torch.randint(0, 96, (1, 80), generator=torch.Generator().manual_seed(3)))]
+    specs = [probe.name_and_folder(f"{name}={tmp_path / name}") for name in drafts]
+    args = SimpleNamespace(score_drafts=specs, scored_positions=32, score_on="prompt", continuation_tokens=8)
+    report = probe.score_drafts(args, target, prompts)
+    for row, (name, draft) in zip(report["scored"], drafts.items()):
+        assert row["name"] == name and row["pooled"] == probe.agreement(target, draft, prompts, 32)["pooled"]
+    # on the target's own continuation: its greedy tokens, scored at the positions that predict them
+    (kind, length, longer), = probe.continued(target, prompts, 8)
+    assert longer.shape == (1, 88) and torch.equal(longer[:, :80], prompts[0][2])
+    with torch.no_grad():
+        assert torch.equal(target(longer).logits[0, 79:87].argmax(-1), longer[0, 80:])
+    on_text = probe.score_drafts(SimpleNamespace(**{**vars(args), "score_on": "continuation"}), target, prompts)
+    assert on_text["scored"][1]["cells"] == probe.agreement(target, drafts["wide"], [(kind, length, longer)], 8)["cells"]
+    with pytest.raises(SystemExit, match="repeat one"):
+        probe.score_drafts(SimpleNamespace(**{**vars(args), "score_drafts": specs[:1] * 2}), target, prompts)
+    assert [(row["intermediate_size"], row["global_step"]) for row in report["scored"]] == [(128, None), (384, 7)]
+    assert report["scored"][0]["pooled"] != report["scored"][1]["pooled"]  # two drafts, two scores
+    for spec, match in (("plain", "allowed NAME=FOLDER"), (f"x={tmp_path}", "holds no config.json")):
+        with pytest.raises(argparse.ArgumentTypeError, match=match):
+            probe.name_and_folder(spec)
+    assert probe.name_and_folder("shipped=embedded") == ("shipped", "embedded")

@@ -848,6 +848,53 @@ def test_long_run_report_pairs_the_long_draft_with_the_shipped_one_prompt_by_pro
                          "--out", str(out)])
 
 
+def test_long_run_report_reads_a_draft_folder_and_pairs_a_baseline_run(tmp_path):
+    """long_run_report.py --draft-folder: a run whose checkpoint stayed on the machine reports from the
+    returned draft folder (its training_log.json is the Trainer log); --baseline-eval pairs this run's draft
+    against another run's prompt by prompt and --baseline-report draws that run's loss; giving both
+    or neither of --trainer-state / --draft-folder, or a report without its eval, is refused by name."""
+    script = load_script("benchmarks/long_run_report.py")
+    settings = {"eval_kinds": ["code"], "eval_lengths": [2048], "eval_prompts": 2, "new_tokens": 96,
+                "lookup_tokens": 0}
+    prompts = [{"kind": "code", "length": 2048}] * 2
+
+    def eval_file(name, taus):
+        report = {"settings": settings, "prompts": prompts, "runs": [],
+                  "start": {"draft": name, "tau": sum(taus) / 2, "tau_per_prompt": taus,
+                            "tau_per_cell": {"code": {"2048": sum(taus) / 2}}}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(report))
+        return str(tmp_path / f"{name}.json")
+
+    folder = tmp_path / "final_bf16"
+    folder.mkdir()
+    (folder / "training_log.json").write_text(json.dumps([
+        {"step": 10, "loss": 3.0, "epoch": 0.5}, {"step": 20, "loss": 2.0, "epoch": 1.0},
+        {"step": 20, "train_runtime": 9.0, "epoch": 1.0}]))
+    (folder / "training_speed.json").write_text(json.dumps({"global_step": 20}))
+    (folder / "training_recipe.json").write_text(json.dumps({"max_steps": 20}))
+    plain = tmp_path / "plain_long_run.json"
+    plain.write_text(json.dumps({"loss": [[10, 3.5], [20, 2.5]]}))
+    shipped, wide, base = eval_file("shipped", [3.0, 3.0]), eval_file("wide", [3.5, 2.0]), eval_file("plain", [3.0, 3.0])
+    out = tmp_path / "out"
+    common = ["--eval-long", wide, "--eval-shipped", shipped, "--out", str(out), "--figure", str(tmp_path / "f.png")]
+    assert script.main(["--draft-folder", str(folder), "--name", "wide", "--baseline-name", "plain",
+                        "--baseline-eval", base, "--baseline-report", str(plain), *common]) == 0
+    report = json.loads((out / "long_run.json").read_text())
+    assert (report["name"], report["global_step"], report["max_steps"], report["epoch"]) == ("wide", 20, 20, 1.0)
+    assert report["loss"] == [[10, 3.0], [20, 2.0]]
+    row = report["baseline"]["against_start"][0]
+    assert report["baseline"]["name"] == "plain" and report["baseline"]["loss"] == [[10, 3.5], [20, 2.5]]
+    assert row["paired_delta_mean"] == pytest.approx((0.5 - 1.0) / 2) and (row["prompts_better"], row["prompts_worse"]) == (1, 1)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "f.png").stat().st_size > 0
+    refused = ((["--trainer-state", "x", "--draft-folder", str(folder)], "give one of"), ([], "give one of"),
+               (["--draft-folder", str(tmp_path)], "lacks training_log.json"),
+               (["--draft-folder", str(folder), "--baseline-report", str(plain)], "give both"))
+    for extra, match in refused:
+        with pytest.raises(SystemExit, match=match):
+            script.main([*extra, *common])
+
+
 def test_ablation_variants_name_real_recipe_fields():
     script = _ablation_script()
     assert script.parse_variant("base") == ("base", {})

@@ -13,7 +13,9 @@ from pathlib import Path
 
 def _serve_checkout_folders() -> None:
     """In a plain checkout (PYTHONPATH=src) serve ./kernels and ./model_cards as subpackages,
-    as the installed package does through pyproject's package-dir mapping."""
+    as the installed package does through pyproject's package-dir mapping. The checkout's own folders
+    win over an editable install of another tree (a git worktree run with PYTHONPATH=src), whose finder
+    would serve that tree's kernels and shipped draft."""
     root = Path(__file__).resolve().parents[2]
     for name in ("kernels", "model_cards"):
         full = f"{__name__}.{name}"
@@ -21,17 +23,13 @@ def _serve_checkout_folders() -> None:
             continue
         if any((Path(p) / name).exists() for p in __path__):
             continue
-        try:
-            if importlib.util.find_spec(full) is not None:
-                continue
-        except ImportError:
-            pass
         spec = importlib.util.spec_from_file_location(
             full, root / name / "__init__.py", submodule_search_locations=[str(root / name)]
         )
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
         spec.loader.exec_module(module)
+        globals()[name] = module  # hf_longspec.kernels as an attribute too, as an import would bind it
 
 
 _serve_checkout_folders()
