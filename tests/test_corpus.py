@@ -1,8 +1,10 @@
 """The training corpus: sources, the train / eval split by file, mixing weights, chat data."""
 
 import gzip
+import json
 import random
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -518,3 +520,45 @@ def test_a_pack_capped_per_source_keeps_every_source(machine, tmp_path):
     each = pack(tmp_path / "each", ["man", "multilingual"], "all", machine, each_max_bytes=cap)
     assert each["files"]["man"] == first[:2] and each["files"]["multilingual"]
     assert all(sum(sizes[key] for key in keys) <= cap for keys in each["files"].values())
+
+
+def test_target_text_continues_training_chunks_in_whole_static_batches(machine, monkeypatch, tmp_path):
+    """make_target_text.py: the prompts are the training loader's own chunks (train split, one length),
+    answered in whole batches through the static cache, and each record is its chunk followed by the
+    target's greedy continuation, the same as the target answers that chunk alone; the records load
+    as the chat source with one chunk per record ending at its answer."""
+    make_target_text = load_script("benchmarks/make_target_text.py")
+    tokenizer = chat_tokenizer()
+    target = tiny_llama(vocab_size=len(tokenizer), max_positions=1024)
+    recipes = []
+
+    def loader(tokenizer, recipe):
+        recipes.append(recipe)
+        return LocalTextChunks(tokenizer, recipe.seq_len, recipe.max_tokens, mix="code=0.5,man=0.5", roots=machine)
+
+    monkeypatch.setattr(make_target_text, "_load_target", lambda *args: (target, tokenizer))
+    monkeypatch.setattr(make_target_text, "build_dataset", loader)
+    out = tmp_path / "tt.jsonl"
+    assert make_target_text.main(["--out", str(out), "--max-tokens", "3000", "--prompt-tokens", "48",
+                                  "--new-tokens", "5", "--batch-size", "2", "--num-prompts", "5",
+                                  "--data-cache", str(tmp_path / "cache")]) == 0
+    assert (recipes[0].seq_len, recipes[0].max_tokens, recipes[0].data_cache) == (48, 3000, str(tmp_path / "cache"))
+    chunks = loader(tokenizer, recipes[0])
+    records = read_chat_jsonl(out, split="train")
+    assert len(records) == 4  # 5 asked, rounded down to whole batches of 2
+    indices = [int(r["files"][0].removeprefix("chunk:")) for r in records]
+    assert len(set(indices)) == 4
+    for record, index in zip(records, indices):
+        prompt = chunks.chunks[index].tolist()
+        assert record["task"] == "continue" and record["prompt_tokens"] == 48
+        assert record["origin"] == chunks.source_names[int(chunks.chunk_sources[index])]
+        assert record["input_ids"][:48] == prompt and 1 <= record["answer_tokens"] <= 5
+        assert record["input_ids"] == generate_chat_answers(target, tokenizer, [prompt], max_new_tokens=5)[0]
+    summary = json.loads(Path(str(out) + ".summary.json").read_text())
+    assert summary["cache"] == "static" and summary["records"] == 4
+    assert summary["answer_tokens"] == sum(r["answer_tokens"] for r in records)
+    loaded = LocalTextChunks(tokenizer, 32, 10_000, mix="chat=1", chat_data=[str(out)], chat_windows="end",
+                             roots=machine)
+    assert len(loaded) == 4
+    with pytest.raises(ValueError, match="no whole batch of 8"):
+        make_target_text.chunk_prompts(chunks, 5, 8, seed=0)
