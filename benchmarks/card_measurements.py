@@ -1,7 +1,8 @@
 """Build a draft card's measurements.json from the benchmark JSONs that measured it, never by hand.
 
     python benchmarks/card_measurements.py --tau TAU_CURVE_JSON --decode DECODE_BENCH_JSON \
-        --out model_cards/longspec-smollm2-135m-instruct/measurements.json [--note TEXT ...]
+        --out model_cards/longspec-smollm2-135m-instruct/measurements.json \
+        --draft model_cards/longspec-smollm2-135m-instruct [--note TEXT ...]
 
 Why: the card (hf_longspec.publishing.card.render_card) shows whatever measurements.json says, so
 that file must be a faithful copy of measured rows. It takes
@@ -10,6 +11,8 @@ that file must be a faithful copy of measured rows. It takes
   tokens/s, LongSpec's median speedup over vanilla static in the same run, and its median tau;
 and writes the hand-written summary format of hf_longspec.publishing.measurements, with the
 environment read from the JSONs' machine records and one note per source naming its command line.
+With `--draft` the sources must have measured that folder's weights (the digest they record,
+hf_longspec.publishing.weights_digest), and the environment names them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from hf_longspec.publishing.measurements import DRAFT_WEIGHTS
+from hf_longspec.publishing.weights_digest import folder_weights_digest
 
 
 def _machine(result: dict) -> dict:
@@ -72,16 +78,37 @@ def environment(*results: dict) -> dict:
             "date": ", ".join(sorted({str(_machine(r).get("date_utc", ""))[:10] for r in results} - {""}))}
 
 
-def build(tau: dict | None, decode: dict | None, notes: list[str]) -> dict:
+def measured_weights(sources: dict[str, dict], weights_digest: str | None) -> str | None:
+    """The draft weights the sources measured (publishing.weights_digest), all one and equal to
+    `weights_digest` when that is given; sources from before digests were recorded name none."""
+    named = {name: (result.get("draft") or {}).get("weights_digest") for name, result in sources.items()}
+    recorded = {digest for digest in named.values() if digest}
+    expected = {weights_digest} if weights_digest else set()
+    if len(recorded | expected) > 1:
+        measured = ", ".join(f"{name}: {digest or 'not recorded'}" for name, digest in named.items())
+        raise ValueError(f"the measurements are of other draft weights than the card's ({measured}"
+                         + (f"; the card's draft: {weights_digest}" if weights_digest else "") + "): "
+                         "measure the draft being published, all sources with the same weights")
+    return (recorded | expected).pop() if recorded | expected else None
+
+
+def build(tau: dict | None, decode: dict | None, notes: list[str], weights_digest: str | None = None) -> dict:
+    """measurements.json for a card; `weights_digest` (the card's draft, publishing.weights_digest) refuses
+    sources that recorded other weights and is stated in the environment."""
     sources = [r for r in (tau, decode) if r is not None]
     if not sources:
         raise ValueError("give --tau, --decode or both: a card's measurements must come from measurements")
+    digest = measured_weights({name: r for name, r in (("--tau", tau), ("--decode", decode)) if r is not None},
+                              weights_digest)
     runs = (tau_runs(tau) if tau else []) + (decode_runs(decode) if decode else [])
     provenance = [f"{name}: `{_machine(r).get('command_line', '?')}` (hf-longspec commit "
                   f"{str(_machine(r).get('git_commit', '?'))[:7]})"
                   for name, r in (("held-out tau", tau), ("end to end", decode)) if r is not None]
     depths = [depth_note(tau)] if tau and depth_note(tau) else []
-    return {"environment": environment(*sources), "runs": runs, "notes": [*provenance, *depths, *notes]}
+    place = environment(*sources)
+    if digest:
+        place[DRAFT_WEIGHTS] = digest
+    return {"environment": place, "runs": runs, "notes": [*provenance, *depths, *notes]}
 
 
 def main(argv=None) -> int:
@@ -90,9 +117,11 @@ def main(argv=None) -> int:
     parser.add_argument("--decode", help="a benchmarks/decode_bench.py JSON")
     parser.add_argument("--out", required=True)
     parser.add_argument("--note", action="append", default=[], help="a note for the card (repeatable)")
+    parser.add_argument("--draft", help="the draft folder the card is for: sources that measured other weights are refused")
     args = parser.parse_args(argv)
     load = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
-    Path(args.out).write_text(json.dumps(build(load(args.tau), load(args.decode), args.note), indent=2) + "\n")
+    digest = folder_weights_digest(args.draft) if args.draft else None
+    Path(args.out).write_text(json.dumps(build(load(args.tau), load(args.decode), args.note, digest), indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 

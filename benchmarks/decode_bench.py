@@ -45,6 +45,7 @@ from hf_longspec.bench.probes import FirstTokenClock, copy_bandwidth
 from hf_longspec.bench.traffic import kv_bytes_per_token, weight_bytes
 from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.publishing.weights_digest import model_weights_digest
 
 SAMPLING_TEMPERATURE = 0.8
 METHODS = {
@@ -216,7 +217,8 @@ def main():
             rows.append(row)
 
     result = {"machine": machine_info(torch.device(DEVICE), sys.argv), "copy_bandwidth_bytes_per_s": bandwidth,
-              "settings": vars(args), "weights_bytes": weights, "rows": rows, "first_calls": first_calls,
+              "settings": vars(args), "draft": {"source": "embedded", "weights_digest": model_weights_digest(draft)},
+              "weights_bytes": weights, "rows": rows, "first_calls": first_calls,
               "runs": records}
     (out_dir / "decode_bench.json").write_text(json.dumps(result, indent=1, default=str))
     try:

@@ -57,6 +57,7 @@ from torch import nn
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 from hf_longspec.evaluation import prompt_digest
+from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
@@ -299,8 +300,8 @@ def score_drafts(args, target, prompts) -> dict:
         speed = Path(folder) / "training_speed.json"
         step = json.loads(speed.read_text()).get("global_step") if speed.is_file() else None
         width = drafts[name].config.intermediate_size
-        report["scored"].append({"name": name, "folder": folder, "intermediate_size": width, "global_step": step,
-                                 **measured[name]})
+        report["scored"].append({"name": name, "folder": folder, "weights_digest": model_weights_digest(drafts[name]),
+                                 "intermediate_size": width, "global_step": step, **measured[name]})
         lag1, lag3 = measured[name]["pooled"]["1"], measured[name]["pooled"]["3"]
         print(f"{name} ({width} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
               f"lag-3 top-1 {lag3['top1']:.3f}", flush=True)

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 from hf_longspec.publishing.card import write_card
+from hf_longspec.publishing.weights_digest import folder_weights_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "model_cards" / "longspec-smollm2-135m-instruct"
+SHIPPED_WEIGHTS = "model_cards/longspec-smollm2-135m-instruct/model.safetensors"  # in git, at any commit
 RESULTS = ROOT / "docs" / "results" / "session7_2026-12-01"
 TAU_JSON = RESULTS / "tau_gpu96_lookup32.json"  # the default: the tree and the config's 32-token chain
 DECODE_JSON = RESULTS / "decode_bench_h200_default_lookup32.json"
@@ -89,6 +94,29 @@ MIX="chat=0.35,code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05" 
     INIT=embedded BUDGET=360 TOTAL_STEPS=3100 MAX_TOKENS=40000000 bash benchmarks/device/call3_train_chat.sh"""
 
 
+def check_weights_at_commit(result: dict, digest: str) -> None:
+    """A measurement from before weight digests were recorded (seventh session) measured the draft
+    `embedded` at its commit: that commit's shipped weights must be this folder's (git, so only in a checkout)."""
+    if (result.get("draft") or {}).get("weights_digest"):
+        return  # build() compares the recorded digest
+    commit = (result.get("machine") or {}).get("git_commit")
+    if not commit:
+        raise ValueError("a measurement records neither its draft's weights nor its commit: measure the shipped draft again")
+    try:
+        blob = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{SHIPPED_WEIGHTS}"], capture_output=True)
+    except OSError:
+        blob = None
+    if blob is None or blob.returncode != 0:  # no git, or a shallow clone without that commit
+        warnings.warn(f"cannot read {SHIPPED_WEIGHTS} at commit {commit[:7]}: the measurement's weights are unverified")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "model.safetensors").write_bytes(blob.stdout)
+        then = folder_weights_digest(folder)
+    if then != digest:
+        raise ValueError(f"the measurement of commit {commit[:7]} was of the shipped weights {then}, but {FOLDER} now "
+                         f"holds {digest}: measure the shipped draft again")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decode", default=str(DECODE_JSON),
@@ -100,8 +128,12 @@ def main(argv=None) -> int:
     tau = json.loads(TAU_JSON.read_text())
     decode = json.loads(Path(args.decode).read_text()) if args.decode else None
     notes = [NOTES[0], END_TO_END if decode else NOT_MEASURED_END_TO_END, *NOTES[1:]]
+    digest = folder_weights_digest(FOLDER)
+    for source in (tau, decode):
+        if source is not None:
+            check_weights_at_commit(source, digest)
     measurements = FOLDER / "measurements.json"
-    measurements.write_text(json.dumps(build(tau, decode, notes), indent=2) + "\n")
+    measurements.write_text(json.dumps(build(tau, decode, notes, digest), indent=2) + "\n")
     card = write_card(FOLDER, BASE_MODEL, measurements, TRAINING_COMMAND, repo_id=REPO_ID, license="apache-2.0")
     print(f"wrote {measurements} and {card}")
     return 0

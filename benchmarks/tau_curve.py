@@ -40,6 +40,7 @@ from hf_longspec.corpus import long_prompt_ids
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import prompt_digest, suffix_ids
+from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
 
 CHAT_SOURCES = ("code", "docs")  # chat prompt i wraps a document of CHAT_SOURCES[i % 2]
@@ -338,7 +339,8 @@ def main(argv=None) -> dict:
     settings = {k: v for k, v in vars(args).items()}
     settings.update(tree_widths=widths, dtype=dtype)
     result = {"machine": machine_info(device, ["benchmarks/tau_curve.py", *(sys.argv[1:] if argv is None else argv)]),
-              "settings": settings, "skipped_kinds": skipped, "rows": rows, "goals": goals(rows), "runs": records,
+              "settings": settings, "draft": {"source": source, "weights_digest": model_weights_digest(draft)},
+              "skipped_kinds": skipped, "rows": rows, "goals": goals(rows), "runs": records,
               "seconds": time.perf_counter() - started}
     table = markdown(rows, depth)
     (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))

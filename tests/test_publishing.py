@@ -595,3 +595,81 @@ print(Path(hf_longspec.model_cards.__file__).parent, Path(hf_longspec.kernels.__
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
     served = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert served.returncode == 0 and served.stdout.split() == [str(root / "model_cards"), str(root / "kernels")], served.stderr[-2000:]
+
+
+def _other_draft(seed: int) -> LongSpecDraftModel:
+    """A draft of draft_dir's shape with other weights (as a further training run would leave)."""
+    draft = LongSpecDraftModel.from_target(tiny_llama(), tree_widths=[2, 2])
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in draft.parameters():
+            parameter.add_(0.01 * torch.randn(parameter.shape, generator=generator))
+    return draft
+
+
+def _other_draft_digest(seed: int) -> str:
+    from hf_longspec.publishing.weights_digest import model_weights_digest
+
+    return model_weights_digest(_other_draft(seed))
+
+
+def test_the_weights_digest_names_a_draft_in_any_dtype_and_nothing_else(draft_dir):
+    """One name for a draft in float32, its bf16 copy and its folder; another value, another name."""
+    from hf_longspec.publishing.weights_digest import DIGEST_PREFIX, folder_weights_digest, model_weights_digest
+
+    draft = LongSpecDraftModel.from_pretrained(str(draft_dir), dtype=torch.float32)
+    digest = model_weights_digest(draft)
+    assert digest.startswith(DIGEST_PREFIX) and len(digest) == len(DIGEST_PREFIX) + 16
+    assert folder_weights_digest(draft_dir) == digest == model_weights_digest(draft.to(torch.bfloat16))
+    with torch.no_grad():
+        next(draft.parameters()).view(-1)[0] += 1.0
+    assert model_weights_digest(draft) != digest
+
+
+def test_a_card_is_refused_for_weights_other_than_those_measured(draft_dir, tmp_path):
+    """Measurements that name the weights they measured render only for those weights; the card then
+    names them. Before the nineteenth session any folder took any measurement."""
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
+
+    held = folder_weights_digest(draft_dir)
+    runs = [{"task": "code", "prompt_tokens": 4096, "method": "LongSpec", "tau": 3.1}]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"environment": {"draft weights": _other_draft_digest(7)}, "runs": runs}))
+    with pytest.raises(ValueError, match=f"measured the draft weights bf16-sha256:.*but .* holds {held}"):
+        render_card(draft_dir, TARGET_REPO, other, repo_id=DRAFT_REPO)
+    these = tmp_path / "these.json"
+    these.write_text(json.dumps({"environment": {"draft weights": held}, "runs": runs}))
+    assert f"draft weights {held}" in render_card(draft_dir, TARGET_REPO, these, repo_id=DRAFT_REPO).text
+
+
+def test_publish_checks_refuse_a_card_whose_draft_was_trained_again(draft_dir, tmp_path):
+    """A folder whose weights changed after its card was rendered from measurements of the old ones
+    must not publish the old numbers."""
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
+
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"environment": {"draft weights": folder_weights_digest(draft_dir)},
+                                 "runs": [{"task": "code", "prompt_tokens": 4096, "method": "LongSpec", "tau": 3.1}]}))
+    write_card(draft_dir, TARGET_REPO, bench, repo_id=DRAFT_REPO)
+    check_draft_folder(draft_dir, repo_id=DRAFT_REPO)
+    _other_draft(11).save_pretrained(draft_dir)  # trained again
+    with pytest.raises(DraftFolderError, match="states measurements of the draft weights .* but the folder holds"):
+        check_draft_folder(draft_dir, repo_id=DRAFT_REPO)
+
+
+def test_card_measurements_refuse_sources_of_other_weights(draft_dir):
+    """card_measurements.build: sources that recorded their draft's weights must agree with each other
+    and with the card's draft; sources from before digests name none and take the card's."""
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
+
+    builder = load_script("benchmarks/card_measurements.py")
+    held, other = folder_weights_digest(draft_dir), _other_draft_digest(7)
+    tau = json.loads((REPO / "docs" / "results" / "candidate_gpu_eval_embedded_2026-12-01.json").read_text())
+    assert "weights_digest" not in (tau.get("draft") or {})  # a source from before digests
+    assert builder.build(tau, None, [], held)["environment"]["draft weights"] == held
+    assert "draft weights" not in builder.build(tau, None, [])["environment"]
+    with pytest.raises(ValueError, match=f"--tau: {other}.*the card's draft: {held}"):
+        builder.build({**tau, "draft": {"weights_digest": other}}, None, [], held)
+    decode = json.loads((REPO / "docs" / "results" / "decode_bench_h200_2026-12-01.json").read_text())
+    with pytest.raises(ValueError, match="other draft weights"):
+        builder.build({**tau, "draft": {"weights_digest": other}}, {**decode, "draft": {"weights_digest": held}}, [])

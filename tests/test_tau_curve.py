@@ -72,6 +72,9 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     result = json.loads((tmp_path / "tau_curve.json").read_text())
     assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]
     assert result["settings"]["tree_widths"] == [4, 16, 16, 16, 16] and result["settings"]["dtype"] == "float32"
+    from hf_longspec.embedded import embedded_draft_dir
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
+    assert result["draft"]["weights_digest"] == folder_weights_digest(embedded_draft_dir())  # what it measured
     for run in result["runs"]:
         assert run["tau"] >= 1.0 and run["identical"] is True  # float32: the same tokens as greedy
         assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 4
@@ -389,6 +392,7 @@ def test_feature_probe_from_scratch_draws_each_seed_its_own_untrained_draft():
     from dataclasses import replace
 
     from conftest import tiny_llama
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
     from hf_longspec.training.run import TrainRecipe
 
     probe = load_script("benchmarks/feature_probe.py")
@@ -404,6 +408,7 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     """feature_probe.py --arms wide_mlp: only that arm's recipe asks for the wider MLP (so the plain arm of
     the same seed is the product's draft), and an untrained draft is drawn that wide."""
     from conftest import tiny_llama
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
     from hf_longspec.training.run import TrainRecipe
 
     probe = load_script("benchmarks/feature_probe.py")
@@ -427,6 +432,7 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     from types import SimpleNamespace
 
     from conftest import tiny_llama
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
     from hf_longspec.training.run import TrainRecipe
 
     probe = load_script("benchmarks/feature_probe.py")
@@ -444,6 +450,7 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     report = probe.score_drafts(args, target, prompts)
     for row, (name, draft) in zip(report["scored"], drafts.items()):
         assert row["name"] == name and row["pooled"] == probe.agreement(target, draft, prompts, 32)["pooled"]
+        assert row["weights_digest"] == folder_weights_digest(tmp_path / name)  # which weights, not only a path
     # on the target's own continuation: its greedy tokens, scored at the positions that predict them
     (kind, length, longer), = probe.continued(target, prompts, 8)
     assert longer.shape == (1, 88) and torch.equal(longer[:, :80], prompts[0][2])

@@ -25,6 +25,7 @@ from .runner import BenchSettings, run_methods
 from .summary import markdown_table, summarize
 from .traffic import kv_bytes_per_token, weight_bytes
 from ..corpus import KINDS
+from ..publishing.weights_digest import model_weights_digest
 from .workloads import WORKLOAD_KINDS, build_workloads
 
 SCHEMA = "hf-longspec-bench/1"
@@ -135,7 +136,8 @@ def run_bench(model, tokenizer, args, argv: list[str] | None = None) -> dict:
                   "name_or_path": model.config.name_or_path, "dtype": str(dtype),
                   "weights_bytes": weight_bytes(model), "kv_bytes_per_token": kv_bytes_per_token(model),
                   "max_position_embeddings": max_positions},
-        "draft": {"source": draft_source, "trained": trained, "tree_widths": list(draft.config.tree_widths),
+        "draft": {"source": draft_source, "trained": trained, "weights_digest": model_weights_digest(draft),
+                  "tree_widths": list(draft.config.tree_widths),
                   "parameters": sum(p.numel() for p in draft.parameters())},
         "attention": _attention_info(device, dtype),
         "copy_bandwidth": bandwidth,

@@ -14,8 +14,9 @@ from ..corpus import SOURCE_DESCRIPTIONS, parse_mix
 from .draft_files import (
     CARD_FILE, RECIPE_FILE, TRAINING_DATA_FILE, TRAINING_LOG_FILE, TRAINING_SPEED_FILE, draft_tensor_infos, read_json,
 )
-from .measurements import BenchmarkResults, BenchmarkRun, load_benchmark
+from .measurements import DRAFT_WEIGHTS, BenchmarkResults, BenchmarkRun, load_benchmark
 from .package_files import card_template_path
+from .weights_digest import folder_weights_digest
 
 LIBRARY_NAME = "transformers"
 PIPELINE_TAG = "text-generation"
@@ -51,6 +52,8 @@ def render_card(
         )
     folder = Path(draft_dir)
     config = LongSpecDraftConfig.from_pretrained(str(folder))
+    results = load_benchmark(bench_json)
+    _check_measured_weights(folder, results, bench_json)
     has_custom_generate = (folder / "custom_generate" / "generate.py").is_file()
     card_data = ModelCardData(
         base_model=base_model,
@@ -67,7 +70,7 @@ def render_card(
         has_custom_generate=has_custom_generate,
         **_draft_facts(folder, config),
         **_training_facts(folder, training_command),
-        **_measured_facts(load_benchmark(bench_json)),
+        **_measured_facts(results),
     )
     return ModelCard(re.sub(r"\n{3,}", "\n\n", card.content))  # optional template sections leave blank runs
 
@@ -77,6 +80,17 @@ def write_card(draft_dir: str | Path, base_model: str, bench_json=None, training
     path = Path(draft_dir) / CARD_FILE
     render_card(draft_dir, base_model, bench_json, training_command, **options).save(path)
     return path
+
+
+def _check_measured_weights(folder: Path, results: BenchmarkResults, bench_json) -> None:
+    """Measurements that name the weights they measured must name this folder's."""
+    measured = results.environment.get(DRAFT_WEIGHTS)
+    if measured is not None and measured != folder_weights_digest(folder):
+        raise ValueError(
+            f"{bench_json} measured the draft weights {measured}, but {folder} holds {folder_weights_digest(folder)}: "
+            "the card would describe other weights. Measure this folder's draft again (benchmarks/tau_curve.py, "
+            "benchmarks/decode_bench.py, hf-longspec bench) or render the card for the folder that was measured."
+        )
 
 
 def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from huggingface_hub import ModelCard
 from ..configuration_longspec import LongSpecDraftConfig
 from ..errors import LongSpecError
 from .draft_files import CARD_FILE, TensorInfo, draft_tensor_infos, folder_files
+from .weights_digest import DIGEST_PREFIX, folder_weights_digest
 
 # Pickle-based (can run code when loaded) or other formats that a draft must not ship.
 FORBIDDEN_WEIGHT_SUFFIXES = (
@@ -53,6 +55,8 @@ def check_draft_folder(folder: str | Path, repo_id: str | None = None) -> DraftF
     if config is not None and tensors:
         _check_weights_match_config(config, tensors, problems)
     card = _check_card(folder, repo_id, problems)
+    if card is not None and tensors:
+        _check_card_names_these_weights(folder, card, problems)
     if problems:
         raise DraftFolderError(folder, problems)
     return DraftFolderReport(folder, config, card, files)
@@ -143,6 +147,20 @@ def _check_card(folder: Path, repo_id: str | None, problems: list[str]) -> Model
     if repo_id is not None and f'"{repo_id}"' not in card.text:
         problems.append(f"{CARD_FILE}'s usage code does not load {repo_id!r}: {hint}")
     return card
+
+
+def _check_card_names_these_weights(folder: Path, card: ModelCard, problems: list[str]) -> None:
+    """A card whose measurements name their weights (publishing.weights_digest) must name these: a
+    folder trained again after its card was rendered would otherwise publish the old draft's numbers."""
+    named = set(re.findall(re.escape(DIGEST_PREFIX) + r"[0-9a-f]{16}", card.text))
+    if not named:
+        return
+    held = folder_weights_digest(folder)
+    if named != {held}:
+        problems.append(
+            f"{CARD_FILE} states measurements of the draft weights {', '.join(sorted(named))}, but the folder holds "
+            f"{held}: measure this draft again and re-render the card (hf_longspec.publishing.write_card)"
+        )
 
 
 def _some(names: list[str], limit: int = 5) -> str:

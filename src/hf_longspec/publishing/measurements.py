@@ -9,13 +9,15 @@ Two formats are read:
 
 2. A hand-written summary (every field optional; unknown fields ignored):
 
-    {"environment": {"device": "NVIDIA H200", "dtype": "bfloat16", "torch": "2.11", "transformers": "5.17.0"},
+    {"environment": {"device": "NVIDIA H200", "dtype": "bfloat16", "torch": "2.11", "transformers": "5.17.0",
+                     "draft weights": "bf16-sha256:0123456789abcdef"},
      "runs": [{"task": "code", "prompt_tokens": 4096, "new_tokens": 128, "method": "vanilla",
                "tokens_per_second": 41.0},
               {"task": "code", "prompt_tokens": 4096, "new_tokens": 128, "method": "longspec",
                "tokens_per_second": 98.3, "tau": 3.4, "speedup": 2.4, "exact_match": 1.0}]}
 
-   A run without "speedup" gets tokens_per_second / the vanilla run's tokens_per_second of the same
+   "draft weights" (optional) names the weights measured (publishing.weights_digest); a card rendered
+   for other weights is refused. A run without "speedup" gets tokens_per_second / the vanilla run's tokens_per_second of the same
    (task, prompt_tokens, new_tokens) when both were measured; otherwise it stays unmeasured.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 HARNESS_SCHEMA_PREFIX = "hf-longspec-bench/"
+DRAFT_WEIGHTS = "draft weights"  # environment key: the measured draft's weights digest (publishing.weights_digest)
 HARNESS_RATE_NOTE = (
     "Tokens/s: decode rate after the prompt's prefill. Speedup: that rate over the faster of vanilla "
     "eager and vanilla sdpa `generate()` on the same prompts. Identical: exact match against vanilla sdpa."
@@ -99,6 +102,7 @@ def _from_harness(data: dict) -> BenchmarkResults:
         "hf-longspec": machine.get("hf_longspec"),
         "date": str(machine["date_utc"])[:10] if machine.get("date_utc") else None,
         "draft": draft.get("source"),
+        DRAFT_WEIGHTS: draft.get("weights_digest"),
     }
     notes = [HARNESS_RATE_NOTE]
     if draft.get("trained") is False:
