@@ -85,9 +85,12 @@ def write_card(draft_dir: str | Path, base_model: str, bench_json=None, training
 def _check_measured_weights(folder: Path, results: BenchmarkResults, bench_json) -> None:
     """Measurements that name the weights they measured must name this folder's."""
     measured = results.environment.get(DRAFT_WEIGHTS)
-    if measured is not None and measured != folder_weights_digest(folder):
+    if measured is None:
+        return
+    held = folder_weights_digest(folder)
+    if measured != held:
         raise ValueError(
-            f"{bench_json} measured the draft weights {measured}, but {folder} holds {folder_weights_digest(folder)}: "
+            f"{bench_json} measured the draft weights {measured}, but {folder} holds {held}: "
             "the card would describe other weights. Measure this folder's draft again (benchmarks/tau_curve.py, "
             "benchmarks/decode_bench.py, hf-longspec bench) or render the card for the folder that was measured."
         )

@@ -17,8 +17,9 @@ Two formats are read:
                "tokens_per_second": 98.3, "tau": 3.4, "speedup": 2.4, "exact_match": 1.0}]}
 
    "draft weights" (optional) names the weights measured (publishing.weights_digest); a card rendered
-   for other weights is refused. A run without "speedup" gets tokens_per_second / the vanilla run's tokens_per_second of the same
-   (task, prompt_tokens, new_tokens) when both were measured; otherwise it stays unmeasured.
+   for other weights is refused. A run without "speedup" gets tokens_per_second / the vanilla run's
+   tokens_per_second of the same (task, prompt_tokens, new_tokens) when both were measured; otherwise
+   it stays unmeasured.
 """
 
 from __future__ import annotations
