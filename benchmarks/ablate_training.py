@@ -42,6 +42,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import (held_out_prompts, known_digests, measure_tau, prompt_digest, same_prompts,
                                     suffix_ids)
+from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
 # the recipe fields that decide the token chunks: runs that agree on them share one dataset (seq_len
@@ -358,7 +359,8 @@ def held_out_tau(target, draft, prompts, args, generate_kwargs: dict) -> dict:
     tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
                       **generate_kwargs)
     return {"tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
-            "tau_per_cell": cell_taus(tau["per_prompt"]), "eval_seconds": time.perf_counter() - begin}
+            "tau_per_cell": cell_taus(tau["per_prompt"]), "weights_digest": model_weights_digest(draft),
+            "eval_seconds": time.perf_counter() - begin}
 
 
 def measure_start(target, recipe: TrainRecipe, args, prompts, generate_kwargs: dict) -> dict:

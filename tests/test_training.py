@@ -737,6 +737,13 @@ def test_training_ablation_runs_every_variant_per_seed_and_pairs_them(embedded, 
     assert {run["recipe"]["init_draft"] for run in runs} == {"embedded"}
     weights = [load_file(tmp_path / "runs" / f"base-seed{seed}" / "final" / "model.safetensors") for seed in (0, 1)]
     assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])  # the seed matters
+    # each tau names the weights it measured: the shipped draft's at the start, each run's saved draft after
+    from hf_longspec.embedded import embedded_draft_dir
+    from hf_longspec.publishing.weights_digest import folder_weights_digest
+
+    assert report["start"]["weights_digest"] == folder_weights_digest(embedded_draft_dir())
+    assert [run["weights_digest"] for run in runs] == [
+        folder_weights_digest(tmp_path / "runs" / f"{run['variant']}-seed{run['seed']}" / "final") for run in runs]
     base, rollout = report["summary"]
     assert base["paired_delta_mean"] == 0.0 and base["tau_min"] <= base["tau_mean"] <= base["tau_max"]
     deltas = [a - b for seed in (0, 1) for a, b in zip(runs[2 * seed + 1]["tau_per_prompt"], runs[2 * seed]["tau_per_prompt"])]
