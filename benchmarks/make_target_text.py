@@ -11,7 +11,8 @@ its 60M tokens of human text five to six times, and the largest set of the targe
 documents of mixed lengths, LongSpec decoding). This script writes far more per second: its prompts
 are the training chunks themselves (already tokenized, all `--prompt-tokens` long, so every batch has
 one shape and needs no padding), answered in large batches by vanilla `generate` with
-`cache_implementation="static"` (on CUDA transformers compiles the step once for that shape). The
+`cache_implementation="static"` (on CUDA transformers auto-compiles a static-cache step; one shape should
+mean one compile, not yet measured here). The
 chunks come from the same loader as training (`--data-cache`: a run's cached chunks are loaded, not
 tokenized again), train split only, so no eval file reaches the records. EAGLE regenerates its data
 with the target for the same reason.
@@ -31,6 +32,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -67,7 +69,25 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def chunk_prompts(chunks, num_prompts: int | None, batch_size: int, seed: int) -> list[ChatPrompt]:
+class ChunkPrompts(Sequence):
+    """Continuation prompts of the loader's chunks in a given order, made when read: a time budget
+    usually stops long before the last of ~30k chunks, whose ids as Python lists would take ~2 GB."""
+
+    def __init__(self, chunks, order: list[int]):
+        self.chunks, self.order = chunks, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return [self[i] for i in range(*item.indices(len(self)))]
+        index = self.order[item]
+        source = self.chunks.source_names[int(self.chunks.chunk_sources[index])]
+        return ChatPrompt(source, CONTINUE_TASK, "train", [f"chunk:{index}"], self.chunks.chunks[index].tolist())
+
+
+def chunk_prompts(chunks, num_prompts: int | None, batch_size: int, seed: int) -> ChunkPrompts:
     """Continuation prompts of the loader's chunks in a seeded order, whole batches only (a smaller
     last batch would be a new shape to compile)."""
     if batch_size < 1:
@@ -78,9 +98,7 @@ def chunk_prompts(chunks, num_prompts: int | None, batch_size: int, seed: int) -
         raise ValueError(f"{len(chunks)} chunks and --num-prompts {num_prompts} make no whole batch of "
                          f"{batch_size}; allowed: a batch size up to the number of chunks")
     order = torch.randperm(len(chunks), generator=torch.Generator().manual_seed(seed))[:count].tolist()
-    names, sources = chunks.source_names, chunks.chunk_sources
-    return [ChatPrompt(names[int(sources[i])], CONTINUE_TASK, "train", [f"chunk:{i}"], chunks.chunks[i].tolist())
-            for i in order]
+    return ChunkPrompts(chunks, order)
 
 
 def main(argv=None) -> int:

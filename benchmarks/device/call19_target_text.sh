@@ -6,7 +6,7 @@
 # target less on what the target writes than on human text, while tau is measured on the former. The
 # largest set of target writing so far was 0.7M answer tokens in 336 s (fourteenth session). Here
 # benchmarks/make_target_text.py continues the training loader's own 2048-token chunks (train split) in
-# batches of BATCH through vanilla generate with the static cache (one shape: compiled once), stopped by
+# batches of BATCH through vanilla generate with the static cache (one shape: one compile expected), stopped by
 # --time-budget. The records stay in /tmp/call10/target_text.jsonl for call10_finetune.sh on this warm
 # machine (VARIANTS with chat_data:["/tmp/call10/target_text.jsonl"]); the summary and the log come back,
 # and the records too when they are small (under 50 MB before gzip).
@@ -20,7 +20,7 @@ export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 echo "setup $((SECONDS - START)) s"
 
-BUDGET=${TEXT_BUDGET:-300}   # answering; ~80 s of tokenizing and a compile come first, writing after
+BUDGET=${TEXT_BUDGET:-300}   # answering; loading and tokenizing (80 s in the eighteenth session's first call) and a compile come first
 timeout -k 10 $((BUDGET + 200)) python benchmarks/make_target_text.py --out $W/target_text.jsonl \
   --max-tokens "${MAX_TOKENS:-60000000}" --prompt-tokens 2048 --new-tokens "${NEW_TOKENS:-512}" \
   --batch-size "${BATCH:-256}" --seed "${SEED:-19}" --data-cache /tmp/target_text_cache --time-budget "$BUDGET" \
