@@ -36,6 +36,12 @@ short horizon is still there at the end of a long run. `--score-on continuation`
 target's own greedy continuation of each prompt (the text a tree drafts when tau is measured) rather
 than on the prompt's text.
 
+Streaks and confidence (twentieth session; `--chain-depth D`, with `--score-drafts`): drafts fine-tuned on
+the target's own writing agreed more per position than the human-text control and had lower tau on the
+same 36 prompts. tau counts a round's run of hits, and the tree keeps nodes by the draft's cumulative
+probability, so this adds the teacher-forced chain length over lags 1..D (top-1, and top-4 at every
+depth) and the draft's mean top-1 / top-4 probability at lag 1.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -56,14 +62,14 @@ from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
-from hf_longspec.evaluation import prompt_digest
+from hf_longspec.evaluation import measure_tau, prompt_digest
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ablate_training import dataset_for, eval_prompts  # noqa: E402  (sibling scripts)
+from ablate_training import cell_taus, dataset_for, eval_prompts  # noqa: E402  (sibling scripts)
 from draft_context_probe import agreement as token_agreement  # noqa: E402
 from draft_context_probe import target_pass  # noqa: E402
 
@@ -165,28 +171,63 @@ def change_draft(arm: str, draft, target, seed: int):
 ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp")
 
 
+def chain_lengths(hits: list[torch.Tensor]) -> float:
+    """Mean tokens a teacher-forced chain gains per round: hits[d - 1][j] says whether the draft at lag d,
+    at position j, gives the target's token there. A round whose root is position j accepts depth d while
+    depths 1..d all hit, depth d read at position j + d - 1 (it reads the target's K/V up to j - 1, as the
+    d-th drafted node does). Rounds start at every position with all depths inside the scored span; 1 is
+    added for the target's own token. Unlike the per-position shares, this weighs streaks as tau does."""
+    depth = len(hits)
+    starts = hits[0].shape[0] - depth + 1
+    alive = torch.ones(starts, dtype=torch.bool, device=hits[0].device)
+    accepted = torch.zeros(starts, device=hits[0].device)
+    for d, hit in enumerate(hits):
+        alive &= hit[d : d + starts]
+        accepted += alive
+    return 1.0 + float(accepted.mean())
+
+
 @torch.no_grad()
-def agreements(target, drafts: dict, prompts, scored: int) -> dict:
+def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0) -> dict:
     """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length), of
     each draft in `drafts` (name -> draft), the target run once per prompt (every prompt scores the
-    same number of positions, so means of shares are pooled shares)."""
+    same number of positions, so means of shares are pooled shares). chain_depth D > 0 adds "chain":
+    `chain_lengths` over lags 1..D, of the draft's top-1 and of its top-4 (the true token among the
+    draft's four best at every depth, the tree's reach when each node keeps four children), and
+    "confidence": the draft's mean probability of its top-1 and of its top-4 at lag 1. The tree keeps
+    nodes by cumulative draft probability, so a draft surer than it is right spends them on one path;
+    set beside lag-1 top-1 / top-4 agreement, confidence shows that."""
     per_cell: dict = {name: {} for name in drafts}
+    lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
     for kind, length, ids in prompts:
         target_logits, keys, values = target_pass(target, ids, next(iter(drafts.values())).target_layer_index)
         wanted = target_logits[-scored - 1 : -1]
         del target_logits
+        greedy = wanted.argmax(-1)
         for name, draft in drafts.items():
-            for lag in LAGS:  # the draft's logits at j and the target's at j both predict token j + 1
-                logits = draft(ids, keys, values, noise_shift=lag).logits[0]
-                shares = token_agreement(logits[-scored - 1 : -1], wanted)
-                per_cell[name].setdefault(f"{kind}@{length}", {}).setdefault(str(lag), []).append(shares)
+            cell = per_cell[name].setdefault(f"{kind}@{length}", {})
+            hits: dict = {"top1": [], "top4": []}
+            for lag in lags:  # the draft's logits at j and the target's at j both predict token j + 1
+                logits = draft(ids, keys, values, noise_shift=lag).logits[0][-scored - 1 : -1]
+                if lag in LAGS:
+                    cell.setdefault(str(lag), []).append(token_agreement(logits, wanted))
+                if lag <= chain_depth:
+                    best = logits.float().softmax(-1).topk(4, dim=-1)
+                    hits["top1"].append(best.indices[:, 0] == greedy)
+                    hits["top4"].append((best.indices == greedy[:, None]).any(-1))
+                if lag == 1 and chain_depth:
+                    cell.setdefault("confidence", []).append({"top1": float(best.values[:, 0].mean()),
+                                                              "top4": float(best.values.sum(-1).mean())})
+            if chain_depth:
+                cell.setdefault("chain", []).append({key: chain_lengths(rows) for key, rows in hits.items()})
 
     def mean(rows):
         return {key: statistics.mean(row[key] for row in rows) for key in ("top1", "top4")}
 
+    keys_kept = [str(lag) for lag in LAGS] + (["chain", "confidence"] if chain_depth else [])
     # lags keyed as strings, as they read back from JSON
-    return {name: {"pooled": {str(lag): mean([row for cell in cells.values() for row in cell[str(lag)]]) for lag in LAGS},
-                   "cells": {cell: {lag: mean(rows) for lag, rows in by_lag.items()} for cell, by_lag in cells.items()}}
+    return {name: {"pooled": {key: mean([row for cell in cells.values() for row in cell[key]]) for key in keys_kept},
+                   "cells": {cell: {key: mean(rows) for key, rows in by_key.items()} for cell, by_key in cells.items()}}
             for name, cells in per_cell.items()}
 
 
@@ -291,21 +332,35 @@ def score_drafts(args, target, prompts) -> dict:
         raise SystemExit(f"--score-drafts names {names} repeat one; allowed: a different NAME for each folder")
     report = {"machine": machine_info(target.device), "settings": vars(args), "scored": [],
               "prompts": [{"kind": kind, "length": length, "digest": prompt_digest(ids)} for kind, length, ids in prompts]}
-    scored = args.scored_positions
+    scored, originals = args.scored_positions, prompts
     if args.score_on == "continuation":
         prompts, scored = continued(target, prompts, args.continuation_tokens), args.continuation_tokens
     drafts = {name: scored_draft(target, folder) for name, folder in args.score_drafts}
-    measured = agreements(target, drafts, prompts, scored)
+    chain_depth = args.chain_depth
+    measured = agreements(target, drafts, prompts, scored, chain_depth=chain_depth)
     for name, folder in args.score_drafts:
         speed = Path(folder) / "training_speed.json"
         step = json.loads(speed.read_text()).get("global_step") if speed.is_file() else None
         width = drafts[name].config.intermediate_size
+        tau = tree_tau(target, drafts[name], originals, args.continuation_tokens) if args.with_tau else {}
         report["scored"].append({"name": name, "folder": folder, "weights_digest": model_weights_digest(drafts[name]),
-                                 "intermediate_size": width, "global_step": step, **measured[name]})
+                                 "intermediate_size": width, "global_step": step, **measured[name], **tau})
         lag1, lag3 = measured[name]["pooled"]["1"], measured[name]["pooled"]["3"]
+        chain = measured[name]["pooled"].get("chain")
+        sure = measured[name]["pooled"].get("confidence")
+        chained = (f", chain of {chain_depth}: {chain['top1']:.2f} (top-4 {chain['top4']:.2f}), lag-1 confidence "
+                   f"{sure['top1']:.3f}" if chain else "")
         print(f"{name} ({width} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
-              f"lag-3 top-1 {lag3['top1']:.3f}", flush=True)
+              f"lag-3 top-1 {lag3['top1']:.3f}{chained}" + (f", tau {tau['tau']:.3f}" if tau else ""), flush=True)
     return report
+
+
+def tree_tau(target, draft, prompts, new_tokens: int) -> dict:
+    """tau of the draft's tree alone (no prompt-lookup chain), greedy, as ablate_training measures it: a
+    probe is checked against tau on the very prompts it scored."""
+    tau = measure_tau(target, draft, prompts, max_new_tokens=new_tokens, longspec_compile=False, longspec_lookup_tokens=0)
+    return {"tau": tau["tau"], "tau_per_cell": cell_taus(tau["per_prompt"]),
+            "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]]}
 
 
 def name_and_folder(spec: str) -> tuple[str, str]:
@@ -327,6 +382,14 @@ def parse_args(argv=None):
     parser.add_argument("--score-on", choices=["prompt", "continuation"], default="prompt",
                         help="with --score-drafts: the prompts' own text, or the target's greedy continuation of each")
     parser.add_argument("--continuation-tokens", type=int, default=96, help="with --score-on continuation")
+    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
+                        help="the target's and the drafts' (auto: float32 on the CPU, bfloat16 on CUDA)")
+    parser.add_argument("--with-tau", action="store_true",
+                        help="with --score-drafts: also each draft's tau, the tree alone, on the same prompts "
+                             "(--continuation-tokens new tokens)")
+    parser.add_argument("--chain-depth", type=int, default=0,
+                        help="with --score-drafts: also the teacher-forced chain length over lags 1..D "
+                             "(meant for --score-on continuation, where the text is the target's greedy tokens)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
                         help="the drafts trained per seed: plain, the target's final state, one more block, or a wider MLP")
@@ -361,7 +424,7 @@ def main(argv=None) -> int:
         plot(report, out / "feature_probe.png")
         print(table(report))
         return 0
-    target, tokenizer = load_embedded_target()
+    target, tokenizer = load_embedded_target(dtype=None if args.dtype == "auto" else getattr(torch, args.dtype))
     prompts = eval_prompts(tokenizer, args.eval_lengths, args.eval_kinds, args.eval_prompts, target.device)
     if args.score_drafts:
         report = score_drafts(args, target, prompts)

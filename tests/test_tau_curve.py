@@ -386,6 +386,47 @@ def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(
         probe.merged([report(0), report(1, init_draft="none")])
 
 
+def test_feature_probe_chain_length_stops_at_the_first_miss_and_reads_depth_d_at_its_own_position():
+    """feature_probe.chain_lengths: depth d of the round rooted at j is read at j + d - 1, and a round ends
+    at its first miss (a later hit counts for nothing); an echo of the target scores the full chain."""
+    from types import SimpleNamespace
+
+    from conftest import tiny_llama
+
+    probe = load_script("benchmarks/feature_probe.py")
+    T, F = True, False
+    # rounds start at j = 0, 1, 2 (5 positions, depth 3): j=0 and j=1 miss depth 1 (their later hits count
+    # for nothing); j=2 hits depth 1 at 2, depth 2 at 3, depth 3 at 4 -> 3. Read depth d at j (not j + d - 1),
+    # or at j + d, or without stopping at a miss, and the mean differs.
+    hits = [torch.tensor([F, F, T, T, T]), torch.tensor([T, T, F, T, T]), torch.tensor([T] * 5)]
+    assert probe.chain_lengths(hits) == pytest.approx(1 + (0 + 0 + 3) / 3)
+    assert probe.chain_lengths([torch.tensor([F] * 4)]) == 1.0
+
+    target = tiny_llama(layers=2, initializer_range=0.2)
+
+    class Echo(torch.nn.Module):  # the target's logits as the draft's at every lag, optionally one position late
+        target_layer_index = -1
+
+        def __init__(self, late):
+            super().__init__()
+            self.late = late
+
+        @torch.no_grad()
+        def forward(self, ids, keys, values, noise_shift):
+            return SimpleNamespace(logits=torch.roll(target(ids).logits, self.late, dims=1))
+
+    ids = torch.randint(0, 96, (1, 80), generator=torch.Generator().manual_seed(2))
+    scores = probe.agreements(target, {"exact": Echo(0), "late": Echo(1)}, [("code", 80, ids)], scored=32, chain_depth=4)
+    assert scores["exact"]["pooled"]["chain"] == {"top1": 5.0, "top4": 5.0}
+    assert scores["exact"]["cells"]["code@80"]["1"]["top1"] == 1.0  # the lags' shares are still there
+    assert scores["late"]["pooled"]["chain"]["top1"] < 2.0
+    with torch.no_grad():
+        probabilities = target(ids).logits[0, -33:-1].softmax(-1).topk(4, dim=-1).values  # the echo's own, at lag 1
+    assert scores["exact"]["pooled"]["confidence"]["top1"] == pytest.approx(float(probabilities[:, 0].mean()), rel=1e-5)
+    assert scores["exact"]["pooled"]["confidence"]["top4"] == pytest.approx(float(probabilities.sum(-1).mean()), rel=1e-5)
+    assert "chain" not in probe.agreements(target, {"exact": Echo(0)}, [("code", 80, ids)], scored=32)["exact"]["pooled"]
+
+
 def test_feature_probe_from_scratch_draws_each_seed_its_own_untrained_draft():
     """feature_probe.py --init-draft none: every arm of a seed starts from the same untrained draft (the
     one train_draft would make for that recipe), another seed from another; "embedded" is the shipped one."""
@@ -432,6 +473,7 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     from types import SimpleNamespace
 
     from conftest import tiny_llama
+    from hf_longspec.evaluation import measure_tau
     from hf_longspec.publishing.weights_digest import folder_weights_digest
     from hf_longspec.training.run import TrainRecipe
 
@@ -446,7 +488,8 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     (tmp_path / "wide" / "training_speed.json").write_text(json.dumps({"global_step": 7}))
     prompts = [("prose", 80, torch.randint(0, 96, (1, 80), generator=torch.Generator().manual_seed(3)))]
     specs = [probe.name_and_folder(f"{name}={tmp_path / name}") for name in drafts]
-    args = SimpleNamespace(score_drafts=specs, scored_positions=32, score_on="prompt", continuation_tokens=8)
+    args = SimpleNamespace(score_drafts=specs, scored_positions=32, score_on="prompt", continuation_tokens=8, chain_depth=0,
+                           with_tau=False)
     report = probe.score_drafts(args, target, prompts)
     for row, (name, draft) in zip(report["scored"], drafts.items()):
         assert row["name"] == name and row["pooled"] == probe.agreement(target, draft, prompts, 32)["pooled"]
@@ -456,8 +499,16 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     assert longer.shape == (1, 88) and torch.equal(longer[:, :80], prompts[0][2])
     with torch.no_grad():
         assert torch.equal(target(longer).logits[0, 79:87].argmax(-1), longer[0, 80:])
-    on_text = probe.score_drafts(SimpleNamespace(**{**vars(args), "score_on": "continuation"}), target, prompts)
-    assert on_text["scored"][1]["cells"] == probe.agreement(target, drafts["wide"], [(kind, length, longer)], 8)["cells"]
+    on_text = probe.score_drafts(SimpleNamespace(**{**vars(args), "score_on": "continuation", "chain_depth": 3}),
+                                 target, prompts)
+    assert on_text["scored"][1]["cells"] == probe.agreements(target, {"wide": drafts["wide"]}, [(kind, length, longer)], 8,
+                                                             chain_depth=3)["wide"]["cells"]
+    assert set(on_text["scored"][1]["pooled"]) == {"1", "3", "chain", "confidence"}
+    # --with-tau: each draft's tau, the tree alone, on the prompts as given (not their continuations)
+    with_tau = probe.score_drafts(SimpleNamespace(**{**vars(args), "score_drafts": specs[1:], "with_tau": True}), target, prompts)
+    expected = measure_tau(target, drafts["wide"], prompts, max_new_tokens=8, longspec_compile=False, longspec_lookup_tokens=0)
+    assert with_tau["scored"][0]["tau"] == expected["tau"] and with_tau["scored"][0]["tau_per_prompt"] == [expected["tau"]]
+    assert "tau" not in report["scored"][0]
     with pytest.raises(SystemExit, match="repeat one"):
         probe.score_drafts(SimpleNamespace(**{**vars(args), "score_drafts": specs[:1] * 2}), target, prompts)
     assert [(row["intermediate_size"], row["global_step"]) for row in report["scored"]] == [(128, None), (384, 7)]
