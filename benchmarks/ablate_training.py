@@ -352,11 +352,11 @@ def eval_prompts(tokenizer, lengths, kinds, per_cell: int, device) -> list:
     return prompts
 
 
-def held_out_tau(target, draft, prompts, args, generate_kwargs: dict) -> dict:
+def held_out_tau(target, draft, prompts, new_tokens: int, generate_kwargs: dict) -> dict:
     """tau of `draft` on the ablation's prompts, pooled, per prompt and per cell, and its seconds.
     Uncompiled rounds: tau does not depend on compiling, and each new draft would compile anew."""
     begin = time.perf_counter()
-    tau = measure_tau(target, draft, prompts, max_new_tokens=args.new_tokens, longspec_compile=False,
+    tau = measure_tau(target, draft, prompts, max_new_tokens=new_tokens, longspec_compile=False,
                       **generate_kwargs)
     return {"tau": tau["tau"], "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]],
             "tau_per_cell": cell_taus(tau["per_prompt"]), "weights_digest": model_weights_digest(draft),
@@ -367,7 +367,7 @@ def measure_start(target, recipe: TrainRecipe, args, prompts, generate_kwargs: d
     """tau of the starting draft (--init-draft) on the ablation's prompts: the row every variant must
     beat for its training to have helped, and the draft a fine-tune would replace."""
     draft = initial_draft(target, recipe).to(device=target.device, dtype=target.dtype).eval().bind(target)
-    start = {"draft": args.init_draft, **held_out_tau(target, draft, prompts, args, generate_kwargs)}
+    start = {"draft": args.init_draft, **held_out_tau(target, draft, prompts, args.new_tokens, generate_kwargs)}
     print(f"start ({args.init_draft}): tau {start['tau']:.3f}", flush=True)
     return start
 
@@ -461,7 +461,7 @@ def main(argv=None) -> int:
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             train_seconds = time.perf_counter() - begin
             draft.to(target.dtype).eval().bind(target)
-            tau = held_out_tau(target, draft, prompts, args, generate_kwargs)
+            tau = held_out_tau(target, draft, prompts, args.new_tokens, generate_kwargs)
             final = Path(recipe.output_dir) / "final"
             log = json.loads((final / "training_log.json").read_text())
             speed = json.loads((final / "training_speed.json").read_text())

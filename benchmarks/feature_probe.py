@@ -62,14 +62,14 @@ from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
-from hf_longspec.evaluation import measure_tau, prompt_digest
+from hf_longspec.evaluation import prompt_digest
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ablate_training import cell_taus, dataset_for, eval_prompts  # noqa: E402  (sibling scripts)
+from ablate_training import dataset_for, eval_prompts, held_out_tau  # noqa: E402  (sibling scripts)
 from draft_context_probe import agreement as token_agreement  # noqa: E402
 from draft_context_probe import target_pass  # noqa: E402
 
@@ -212,12 +212,13 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
                 if lag in LAGS:
                     cell.setdefault(str(lag), []).append(token_agreement(logits, wanted))
                 if lag <= chain_depth:
-                    best = logits.float().softmax(-1).topk(4, dim=-1)
+                    best = logits.topk(4, dim=-1)
                     hits["top1"].append(best.indices[:, 0] == greedy)
                     hits["top4"].append((best.indices == greedy[:, None]).any(-1))
-                if lag == 1 and chain_depth:
-                    cell.setdefault("confidence", []).append({"top1": float(best.values[:, 0].mean()),
-                                                              "top4": float(best.values.sum(-1).mean())})
+                if lag == 1 and chain_depth:  # probabilities of the four best: softmax of their logits over all
+                    sure = (best.values.float() - logits.float().logsumexp(-1, keepdim=True)).exp()
+                    cell.setdefault("confidence", []).append({"top1": float(sure[:, 0].mean()),
+                                                              "top4": float(sure.sum(-1).mean())})
             if chain_depth:
                 cell.setdefault("chain", []).append({key: chain_lengths(rows) for key, rows in hits.items()})
 
@@ -342,9 +343,11 @@ def score_drafts(args, target, prompts) -> dict:
         speed = Path(folder) / "training_speed.json"
         step = json.loads(speed.read_text()).get("global_step") if speed.is_file() else None
         width = drafts[name].config.intermediate_size
-        tau = tree_tau(target, drafts[name], originals, args.continuation_tokens) if args.with_tau else {}
-        report["scored"].append({"name": name, "folder": folder, "weights_digest": model_weights_digest(drafts[name]),
-                                 "intermediate_size": width, "global_step": step, **measured[name], **tau})
+        # the tree alone (no prompt-lookup chain), as ablate_training measures it, on the prompts scored
+        tau = (held_out_tau(target, drafts[name], originals, args.continuation_tokens, {"longspec_lookup_tokens": 0})
+               if args.with_tau else {})
+        report["scored"].append({"name": name, "folder": folder, "intermediate_size": width, "global_step": step,
+                                 **measured[name], **tau, "weights_digest": model_weights_digest(drafts[name])})
         lag1, lag3 = measured[name]["pooled"]["1"], measured[name]["pooled"]["3"]
         chain = measured[name]["pooled"].get("chain")
         sure = measured[name]["pooled"].get("confidence")
@@ -353,14 +356,6 @@ def score_drafts(args, target, prompts) -> dict:
         print(f"{name} ({width} MLP units, step {step}): lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
               f"lag-3 top-1 {lag3['top1']:.3f}{chained}" + (f", tau {tau['tau']:.3f}" if tau else ""), flush=True)
     return report
-
-
-def tree_tau(target, draft, prompts, new_tokens: int) -> dict:
-    """tau of the draft's tree alone (no prompt-lookup chain), greedy, as ablate_training measures it: a
-    probe is checked against tau on the very prompts it scored."""
-    tau = measure_tau(target, draft, prompts, max_new_tokens=new_tokens, longspec_compile=False, longspec_lookup_tokens=0)
-    return {"tau": tau["tau"], "tau_per_cell": cell_taus(tau["per_prompt"]),
-            "tau_per_prompt": [row["tau"] for row in tau["per_prompt"]]}
 
 
 def name_and_folder(spec: str) -> tuple[str, str]:
