@@ -36,6 +36,14 @@ short horizon is still there at the end of a long run. `--score-on continuation`
 target's own greedy continuation of each prompt (the text a tree drafts when tau is measured) rather
 than on the prompt's text.
 
+RoPE in bf16 (twenty-first session; `--arms plain bf16_rope --init-draft none --with-tau`): until then a
+new draft made for a bf16 target (`from_target`, every run from an untrained draft on the GPU) rounded its
+RoPE frequencies to bf16 and trained on those angles, then ran exact ones once reloaded. "bf16_rope"
+trains that way again (its frequencies rounded in training only) and is measured as a reloaded draft
+runs, beside "plain" (exact angles throughout), on the same batches: what the rounding cost those runs.
+`--score-drafts ... --round-rope` runs finished drafts on the rounded angles, as `draft.to(torch.bfloat16)`
+left them (ablate_training's tau until then), to set beside the same drafts run exactly.
+
 Streaks and confidence (twentieth session; `--chain-depth D`, with `--score-drafts`): drafts fine-tuned on
 the target's own writing agreed more per position than the human-text control and had lower tau on the
 same 36 prompts. tau counts a round's run of hits, and the tree keeps nodes by the draft's cumulative
@@ -149,6 +157,27 @@ class _NoHook:
         pass
 
 
+class _RoundedRope:
+    """The draft's RoPE computed from bf16-rounded frequencies (main before the twenty-first session, for
+    a draft made on a bf16 target) until `remove()`."""
+
+    def __init__(self, draft):
+        self.rotary = draft.rotary_emb
+
+        @torch.no_grad()
+        def rounded(position_ids, dtype):
+            frequencies = self.rotary.inv_freq.to(device=position_ids.device, dtype=torch.bfloat16).float()
+            angles = position_ids[..., None].float() * frequencies
+            emb = torch.cat((angles, angles), dim=-1)
+            scale = self.rotary.attention_scaling
+            return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)
+
+        self.rotary.forward = rounded  # an instance attribute: nn.Module.__call__ finds it first
+
+    def remove(self) -> None:
+        self.rotary.__dict__.pop("forward", None)
+
+
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
     """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), every other
     arm the recipe as it is."""
@@ -161,6 +190,8 @@ def change_draft(arm: str, draft, target, seed: int):
     """Make `draft` the arm's (in place); returns a handle whose `remove()` undoes any hook on the target."""
     if arm == "final_state":
         return read_final_state(draft, target)
+    if arm == "bf16_rope":
+        return _RoundedRope(draft)
     if arm in ("second_block", "second_layer"):
         add_depth(draft, self_attention=arm == "second_layer", seed=seed)
     elif arm not in ("plain", "wide_mlp"):  # wide_mlp's width comes with its recipe (arm_recipe)
@@ -168,7 +199,10 @@ def change_draft(arm: str, draft, target, seed: int):
     return _NoHook()
 
 
-ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp")
+ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp", "bf16_rope")
+# arms whose trained draft generate() runs as trained (tau is measured only for these); "bf16_rope" is
+# measured as it would run reloaded, with exact frequencies
+DECODABLE_ARMS = ("plain", "wide_mlp", "bf16_rope")
 
 
 def chain_lengths(hits: list[torch.Tensor]) -> float:
@@ -337,6 +371,8 @@ def score_drafts(args, target, prompts) -> dict:
     if args.score_on == "continuation":
         prompts, scored = continued(target, prompts, args.continuation_tokens), args.continuation_tokens
     drafts = {name: scored_draft(target, folder) for name, folder in args.score_drafts}
+    for draft in drafts.values() if args.round_rope else ():
+        _RoundedRope(draft)  # kept to the end: the drafts as `.to(torch.bfloat16)` left them before the fix
     chain_depth = args.chain_depth
     measured = agreements(target, drafts, prompts, scored, chain_depth=chain_depth)
     for name, folder in args.score_drafts:
@@ -380,14 +416,19 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
                         help="the target's and the drafts' (auto: float32 on the CPU, bfloat16 on CUDA)")
     parser.add_argument("--with-tau", action="store_true",
-                        help="with --score-drafts: also each draft's tau, the tree alone, on the same prompts "
-                             "(--continuation-tokens new tokens)")
+                        help="also each draft's tau, the tree alone, on the same prompts (--continuation-tokens new "
+                             f"tokens): the scored drafts, or the trained arms ({', '.join(DECODABLE_ARMS)} only)")
+    parser.add_argument("--round-rope", action="store_true",
+                        help="with --score-drafts: run the drafts on RoPE from bf16-rounded frequencies, as "
+                             "`draft.to(torch.bfloat16)` left them before the twenty-first session (and so the "
+                             "ablations' tau until then)")
     parser.add_argument("--chain-depth", type=int, default=0,
                         help="with --score-drafts: also the teacher-forced chain length over lags 1..D "
                              "(meant for --score-on continuation, where the text is the target's greedy tokens)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
-                        help="the drafts trained per seed: plain, the target's final state, one more block, or a wider MLP")
+                        help="the drafts trained per seed: plain, the target's final state, one more block, a wider "
+                             "MLP, or RoPE from bf16-rounded frequencies in training")
     parser.add_argument("--wide-intermediate-size", type=int, default=4608,
                         help="the MLP width of the wide_mlp arm (the product's draft has 1536)")
     parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
@@ -406,7 +447,12 @@ def parse_args(argv=None):
     parser.add_argument("--scored-positions", type=int, default=512)
     parser.add_argument("--data-cache", default=None,
                         help="keep the tokenized chunks here, so a later call on the same machine loads them")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    undecodable = [arm for arm in args.arms if arm not in DECODABLE_ARMS]
+    if args.with_tau and not args.score_drafts and not args.merge and undecodable:
+        parser.error(f"--with-tau cannot measure arms {undecodable}: generate() runs only the product's draft; "
+                     f"allowed arms: {', '.join(DECODABLE_ARMS)}")
+    return args
 
 
 def main(argv=None) -> int:
@@ -448,7 +494,12 @@ def main(argv=None) -> int:
                 draft = train_draft(target, tokenizer, recipe, draft=draft, dataset=dataset, progress=False)
                 seconds = time.perf_counter() - begin
                 draft.eval()
+                if arm == "bf16_rope":
+                    hook.remove()  # trained on rounded angles, measured as the reloaded draft runs
                 measured = agreement(target, draft, prompts, args.scored_positions)
+                if args.with_tau:  # the tree alone, as ablate_training measures it
+                    measured.update(held_out_tau(target, draft.to(target.dtype), prompts, args.continuation_tokens,
+                                                 {"longspec_lookup_tokens": 0}))
             finally:  # the target must not keep feeding a draft that is gone
                 hook.remove()
             log = json.loads((Path(recipe.output_dir) / "final" / "training_log.json").read_text())
@@ -457,7 +508,8 @@ def main(argv=None) -> int:
                                    "loss": losses, **measured})
             lag1 = measured["pooled"]["1"]
             print(f"{arm} seed {seed}: lag-1 top-1 {lag1['top1']:.3f} top-4 {lag1['top4']:.3f}, "
-                  f"last loss {statistics.mean(l for _, l in losses[-5:]):.3f} ({seconds:.0f} s)", flush=True)
+                  f"last loss {statistics.mean(l for _, l in losses[-5:]):.3f} ({seconds:.0f} s)"
+                  + (f", tau {measured['tau']:.3f}" if "tau" in measured else ""), flush=True)
             (out / "feature_probe.json").write_text(json.dumps(report, indent=1))
             del draft
             if target.device.type == "cuda":
@@ -469,14 +521,16 @@ def main(argv=None) -> int:
 def table(report: dict) -> str:
     rows = [("start", report["start"])] + [(f"{run_label(r)} s{r['seed']}", r) for r in report["runs"]]
     names = sorted(report["start"]["cells"])
+    with_tau = any("tau" in row for _, row in rows)  # --with-tau: the trained arms' tau (the start has none)
     lines = ["| draft | " + " | ".join(f"lag {lag} top-1 / top-4" for lag in LAGS) + " | "
-             + " | ".join(f"{name} lag-1 top-1" for name in names) + " |",
-             "|---" * (1 + len(LAGS) + len(names)) + "|"]
+             + " | ".join(f"{name} lag-1 top-1" for name in names) + " |" + (" tau |" if with_tau else ""),
+             "|---" * (1 + len(LAGS) + len(names) + with_tau) + "|"]
     for name, row in rows:
         pooled = " | ".join(f"{row['pooled'][str(lag)]['top1']:.3f} / {row['pooled'][str(lag)]['top4']:.3f}"
                             for lag in LAGS)
         cells = " | ".join(f"{row['cells'][cell]['1']['top1']:.3f}" for cell in names)
-        lines.append(f"| {name} | {pooled} | {cells} |")
+        tau = (f" {row['tau']:.3f} |" if "tau" in row else " |") if with_tau else ""
+        lines.append(f"| {name} | {pooled} | {cells} |{tau}")
     return "\n".join(lines)
 
 

@@ -101,6 +101,27 @@ def test_ring_buffer_state_is_constant_in_context_length():
     assert long.positions.max().item() == 8191 and long.positions.min().item() == 8192 - 64
 
 
+def test_no_dtype_cast_rounds_the_draft_rope_frequencies():
+    """Casting the draft (`.to(torch.bfloat16)`), or making it for a bf16 target (`from_target`, then
+    training's float32 master weights), keeps RoPE's angles exact at long positions. A bf16-rounded
+    frequency is off by radians at position 8000, where the draft's queries meet the keys the target
+    rotated exactly; a draft trained on rounded angles meets exact ones once reloaded."""
+    target = tiny_llama(max_positions=9000, layers=1)
+    config = LongSpecDraftModel.from_target(target).config
+    dim, theta = config.head_dim, config.rope_parameters["rope_theta"]
+    positions = torch.arange(8000)[None]
+    angles = positions[0, :, None].double() / theta ** (torch.arange(0, dim, 2).double() / dim)
+    reference = torch.cat((angles, angles), dim=-1).cos()
+    cast = LongSpecDraftModel.from_target(target).to(torch.bfloat16)
+    made_for_bf16 = LongSpecDraftModel.from_target(copy.deepcopy(target).to(torch.bfloat16))
+    trained = copy.deepcopy(made_for_bf16).to(torch.float32)  # what train_draft does first
+    for name, draft in (("cast", cast), ("made for a bf16 target", made_for_bf16), ("trained", trained)):
+        assert draft.rotary_emb.inv_freq.dtype == torch.float32, name
+        cos, _ = draft.rotary_emb(positions, torch.float32)
+        assert (cos[0].double() - reference).abs().max() < 5e-3, name
+    assert cast.norm.weight.dtype == torch.bfloat16  # the weights do take the cast
+
+
 def _training_forward_at(draft, target, ids, position):
     """float64 logits of the draft's training forward (noise shift 1) at `position`: what a root drafted
     there must give."""

@@ -465,6 +465,33 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     assert probe.run_label({"arm": "plain", "recipe": {"draft_overrides": recipe.draft_overrides}}) == "plain"
 
 
+def test_feature_probe_bf16_rope_arm_rounds_the_frequencies_until_removed():
+    """feature_probe.py --arms bf16_rope: the draft trains on RoPE angles from bf16-rounded frequencies (what
+    main gave a new draft on a bf16 target before the fix) and, the hook removed, runs the exact ones again;
+    --with-tau refuses arms generate() cannot run."""
+    from conftest import tiny_llama
+    from hf_longspec import LongSpecDraftModel
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=1, max_positions=9000)
+    draft = LongSpecDraftModel.from_target(target)
+    positions = torch.arange(8000)[None]
+    exact_cos, exact_sin = draft.rotary_emb(positions, torch.float32)
+    rounded = positions[..., None].float() * draft.rotary_emb.inv_freq.bfloat16().float()
+    hook = probe.change_draft("bf16_rope", draft, target, seed=0)
+    cos, sin = draft.rotary_emb(positions, torch.float32)
+    assert torch.equal(cos, torch.cat((rounded, rounded), -1).cos()) and torch.equal(sin, torch.cat((rounded, rounded), -1).sin())
+    assert (cos - exact_cos).abs().max() > 0.5  # radians off by position 8000
+    draft.to(torch.float32)  # train_draft's cast keeps the arm's rounding (it lives in the forward)
+    assert torch.equal(draft.rotary_emb(positions, torch.float32)[0], cos)
+    hook.remove()
+    hook.remove()  # the probe removes it after training and again on the way out
+    assert torch.equal(draft.rotary_emb(positions, torch.float32)[0], exact_cos)
+    assert probe.parse_args(["--out", "x", "--arms", "plain", "bf16_rope", "--with-tau"]).with_tau
+    with pytest.raises(SystemExit):
+        probe.parse_args(["--out", "x", "--arms", "plain", "final_state", "--with-tau"])
+
+
 def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tmp_path):
     """feature_probe.py --score-drafts NAME=FOLDER: a saved draft folder scores exactly what the draft it
     was saved from scores (loaded in the target's dtype, bound to it), recorded with its MLP width and
@@ -489,7 +516,7 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     prompts = [("prose", 80, torch.randint(0, 96, (1, 80), generator=torch.Generator().manual_seed(3)))]
     specs = [probe.name_and_folder(f"{name}={tmp_path / name}") for name in drafts]
     args = SimpleNamespace(score_drafts=specs, scored_positions=32, score_on="prompt", continuation_tokens=8, chain_depth=0,
-                           with_tau=False)
+                           with_tau=False, round_rope=False)
     report = probe.score_drafts(args, target, prompts)
     for row, (name, draft) in zip(report["scored"], drafts.items()):
         assert row["name"] == name and row["pooled"] == probe.agreement(target, draft, prompts, 32)["pooled"]
@@ -509,6 +536,13 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
     expected = measure_tau(target, drafts["wide"], prompts, max_new_tokens=8, longspec_compile=False, longspec_lookup_tokens=0)
     assert with_tau["scored"][0]["tau"] == expected["tau"] and with_tau["scored"][0]["tau_per_prompt"] == [expected["tau"]]
     assert "tau" not in report["scored"][0]
+    # --round-rope: the drafts run on bf16-rounded RoPE frequencies, as `.to(torch.bfloat16)` left them before the fix
+    # (chain_depth 1 adds the draft's confidence, a mean probability: it moves with any change of angle)
+    rounding = SimpleNamespace(**{**vars(args), "score_drafts": specs[1:], "round_rope": True, "chain_depth": 1})
+    rounded = probe.score_drafts(rounding, target, prompts)["scored"][0]["cells"]
+    exact = probe.agreements(target, {"wide": drafts["wide"]}, prompts, 32, chain_depth=1)["wide"]["cells"]
+    probe._RoundedRope(drafts["wide"])
+    assert rounded == probe.agreements(target, {"wide": drafts["wide"]}, prompts, 32, chain_depth=1)["wide"]["cells"] != exact
     with pytest.raises(SystemExit, match="repeat one"):
         probe.score_drafts(SimpleNamespace(**{**vars(args), "score_drafts": specs[:1] * 2}), target, prompts)
     assert [(row["intermediate_size"], row["global_step"]) for row in report["scored"]] == [(128, None), (384, 7)]

@@ -60,7 +60,12 @@ def rope_inverse_frequencies(config: LongSpecDraftConfig) -> tuple[torch.Tensor,
 
 
 class LongSpecRotaryEmbedding(nn.Module):
-    """RoPE computed exactly like the target's, so draft queries meet the target's cached keys."""
+    """RoPE computed exactly like the target's, so draft queries meet the target's cached keys.
+
+    inv_freq stays float32 and exact through any cast of the model (`draft.to(torch.bfloat16)`,
+    `from_target` on a bf16 target): a bf16 frequency is off by up to 2**-9 of itself, which position
+    8000 turns into radians, and the draft's queries would then miss the keys the target rotated in
+    float32 (and a draft trained that way would meet other angles once reloaded)."""
 
     def __init__(self, config: LongSpecDraftConfig):
         super().__init__()
@@ -71,8 +76,14 @@ class LongSpecRotaryEmbedding(nn.Module):
     def reset_buffers(self) -> None:
         """Recompute inv_freq (from_pretrained materializes non-persistent buffers uninitialized)."""
         inv_freq, self.attention_scaling = rope_inverse_frequencies(self.config)
-        with torch.no_grad():
-            self.inv_freq.copy_(inv_freq.to(self.inv_freq.device))
+        self.inv_freq = inv_freq.to(self.inv_freq.device)
+
+    def _apply(self, fn, recurse=True):
+        """Move with the model, but never take its dtype: the frequencies are recomputed in float32."""
+        super()._apply(fn, recurse)
+        if self.inv_freq.device.type != "meta":
+            self.reset_buffers()
+        return self
 
     @torch.no_grad()
     def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
