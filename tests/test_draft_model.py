@@ -113,13 +113,33 @@ def test_no_dtype_cast_rounds_the_draft_rope_frequencies():
     angles = positions[0, :, None].double() / theta ** (torch.arange(0, dim, 2).double() / dim)
     reference = torch.cat((angles, angles), dim=-1).cos()
     cast = LongSpecDraftModel.from_target(target).to(torch.bfloat16)
-    made_for_bf16 = LongSpecDraftModel.from_target(copy.deepcopy(target).to(torch.bfloat16))
+    with pytest.warns(UserWarning, match="RoPE frequencies"):  # the cast target's own are rounded (next test)
+        made_for_bf16 = LongSpecDraftModel.from_target(copy.deepcopy(target).to(torch.bfloat16))
     trained = copy.deepcopy(made_for_bf16).to(torch.float32)  # what train_draft does first
     for name, draft in (("cast", cast), ("made for a bf16 target", made_for_bf16), ("trained", trained)):
         assert draft.rotary_emb.inv_freq.dtype == torch.float32, name
         cos, _ = draft.rotary_emb(positions, torch.float32)
         assert (cos[0].double() - reference).abs().max() < 5e-3, name
     assert cast.norm.weight.dtype == torch.bfloat16  # the weights do take the cast
+
+
+def test_binding_a_target_whose_own_rope_was_rounded_warns_and_names_the_fix(tmp_path):
+    """A target cast with `.to(torch.bfloat16)` rounds its own RoPE frequencies (transformers' buffer): the
+    draft is told why tau will fall; a target loaded with `dtype=` keeps them float32 and binds silently."""
+    import warnings
+
+    from transformers import LlamaForCausalLM
+
+    target = tiny_llama(layers=1)
+    with pytest.warns(UserWarning, match=r"RoPE frequencies are torch.bfloat16.*from_pretrained\(\.\.\., dtype=torch.bfloat16\)"):
+        LongSpecDraftModel.from_target(copy.deepcopy(target).to(torch.bfloat16))
+    target.save_pretrained(tmp_path)
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert loaded.model.rotary_emb.inv_freq.dtype == torch.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        LongSpecDraftModel.from_target(loaded)
+        LongSpecDraftModel.from_target(copy.deepcopy(target).double())  # more precise than float32: nothing lost
 
 
 def _training_forward_at(draft, target, ids, position):

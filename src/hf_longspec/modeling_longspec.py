@@ -12,6 +12,7 @@ nodes against the ring buffer and the live target cache.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -57,6 +58,21 @@ def rope_inverse_frequencies(config: LongSpecDraftConfig) -> tuple[torch.Tensor,
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     return ROPE_INIT_FUNCTIONS[rope_type](config, None)
+
+
+def _warn_if_target_rope_rounded(target) -> None:
+    """A target cast with `.to(torch.bfloat16)` rounds its own RoPE frequencies (transformers keeps them in a
+    plain buffer), so its cached keys carry other angles at long positions than the draft's exact ones:
+    tau falls, the output stays exact. Loading the target with `dtype=` keeps them float32."""
+    rotary = getattr(getattr(target, "model", None), "rotary_emb", None)
+    frequencies = getattr(rotary, "inv_freq", None)
+    if isinstance(frequencies, torch.Tensor) and frequencies.is_floating_point() and torch.finfo(frequencies.dtype).bits < 32:
+        warnings.warn(
+            f"the target's RoPE frequencies are {frequencies.dtype} (a .to() cast rounds them), so its keys at long "
+            "positions are rotated by other angles than the draft expects: tau falls, the output stays exact. "
+            f"Load the target with from_pretrained(..., dtype={frequencies.dtype}) instead of casting it.",
+            stacklevel=3,
+        )
 
 
 class LongSpecRotaryEmbedding(nn.Module):
@@ -369,6 +385,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 f"{target.get_input_embeddings().weight.shape[0]} rows"
             )
         self._check_device(target)
+        _warn_if_target_rope_rounded(target)
         layers = target_config.num_hidden_layers
         if not -layers <= self.config.target_layer_index < layers:
             raise IncompatibleDraftError(
