@@ -23,7 +23,7 @@ def tiny_llama(dtype):
     config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
                          num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096,
                          initializer_range=0.2)
-    model = LlamaForCausalLM(config).to("cuda", dtype).eval()
+    model = LlamaForCausalLM._from_config(config, dtype=dtype).to("cuda").eval()  # no cast: RoPE stays float32
     model.generation_config.eos_token_id = None
     return model
 

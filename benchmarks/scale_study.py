@@ -78,10 +78,11 @@ def capture(fn, device):
 
 
 def random_target(shape: dict, device, dtype):
-    """A random Llama of ``shape`` (only cost matters), that never stops at an eos."""
+    """A random Llama of ``shape`` (only cost matters), that never stops at an eos. Built in ``dtype``, as
+    from_pretrained(dtype=) loads one: a .to(dtype) cast would round its RoPE frequencies (bind warns)."""
     torch.manual_seed(0)
     with torch.device(device):
-        target = LlamaForCausalLM(LlamaConfig(**shape)).to(dtype).eval()
+        target = LlamaForCausalLM._from_config(LlamaConfig(**shape), dtype=dtype).eval()
     target.generation_config.eos_token_id = None
     target.generation_config.pad_token_id = 0
     return target
