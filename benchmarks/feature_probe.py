@@ -78,7 +78,6 @@ from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, trai
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import dataset_for, eval_prompts, held_out_tau  # noqa: E402  (sibling scripts)
-from draft_context_probe import agreement as token_agreement  # noqa: E402
 from draft_context_probe import target_pass  # noqa: E402
 
 LAGS = (1, 3)
@@ -162,17 +161,17 @@ class _RoundedRope:
     a draft made on a bf16 target) until `remove()`."""
 
     def __init__(self, draft):
-        self.rotary = draft.rotary_emb
+        self.rotary = rotary = draft.rotary_emb
 
-        @torch.no_grad()
-        def rounded(position_ids, dtype):
-            frequencies = self.rotary.inv_freq.to(device=position_ids.device, dtype=torch.bfloat16).float()
-            angles = position_ids[..., None].float() * frequencies
-            emb = torch.cat((angles, angles), dim=-1)
-            scale = self.rotary.attention_scaling
-            return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)
+        def rounded(position_ids, dtype):  # the module's own forward, over the rounded frequencies
+            exact = rotary.inv_freq
+            rotary.inv_freq = exact.bfloat16().float()
+            try:
+                return type(rotary).forward(rotary, position_ids, dtype)
+            finally:
+                rotary.inv_freq = exact
 
-        self.rotary.forward = rounded  # an instance attribute: nn.Module.__call__ finds it first
+        rotary.forward = rounded  # an instance attribute: nn.Module.__call__ finds it first
 
     def remove(self) -> None:
         self.rotary.__dict__.pop("forward", None)
@@ -235,20 +234,21 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
     lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
     for kind, length, ids in prompts:
         target_logits, keys, values = target_pass(target, ids, next(iter(drafts.values())).target_layer_index)
-        wanted = target_logits[-scored - 1 : -1]
+        greedy = target_logits[-scored - 1 : -1].argmax(-1)
         del target_logits
-        greedy = wanted.argmax(-1)
         for name, draft in drafts.items():
             cell = per_cell[name].setdefault(f"{kind}@{length}", {})
             hits: dict = {"top1": [], "top4": []}
             for lag in lags:  # the draft's logits at j and the target's at j both predict token j + 1
                 logits = draft(ids, keys, values, noise_shift=lag).logits[0][-scored - 1 : -1]
-                if lag in LAGS:
-                    cell.setdefault(str(lag), []).append(token_agreement(logits, wanted))
+                best = logits.topk(4, dim=-1)
+                top1, top4 = best.indices[:, 0] == greedy, (best.indices == greedy[:, None]).any(-1)
+                if lag in LAGS:  # the shares of positions whose greedy token is the top-1 / among the top-4
+                    cell.setdefault(str(lag), []).append({"top1": float(top1.float().mean()),
+                                                          "top4": float(top4.float().mean())})
                 if lag <= chain_depth:
-                    best = logits.topk(4, dim=-1)
-                    hits["top1"].append(best.indices[:, 0] == greedy)
-                    hits["top4"].append((best.indices == greedy[:, None]).any(-1))
+                    hits["top1"].append(top1)
+                    hits["top4"].append(top4)
                 if lag == 1 and chain_depth:  # probabilities of the four best: softmax of their logits over all
                     sure = (best.values.float() - logits.float().logsumexp(-1, keepdim=True)).exp()
                     cell.setdefault("confidence", []).append({"top1": float(sure[:, 0].mean()),
