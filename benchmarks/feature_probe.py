@@ -50,6 +50,12 @@ same 36 prompts. tau counts a round's run of hits, and the tree keeps nodes by t
 probability, so this adds the teacher-forced chain length over lags 1..D (top-1, and top-4 at every
 depth) and the draft's mean top-1 / top-4 probability at lag 1.
 
+Which target layer (twenty-second session; `--arms plain layer22 layer15 --init-draft none --with-tau`): every
+draft so far read the last target layer's K/V, the paper's choice, and no session had asked whether another
+layer serves it better. EAGLE-3 gains by reading low, middle and high layers instead of the top one alone.
+"layerN" is the product's draft with `target_layer_index=N`, a config value generate() already serves at
+no cost (every layer's K/V is in the cache), so it is measured by tau as well as by agreement.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -58,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -177,12 +184,28 @@ class _RoundedRope:
         self.rotary.__dict__.pop("forward", None)
 
 
+def layer_of(arm: str) -> int | None:
+    """N for an arm named "layerN" (the draft reads target layer N's K/V), else None."""
+    match = re.fullmatch(r"layer(\d+)", arm)
+    return int(match.group(1)) if match else None
+
+
+def arm_name(text: str) -> str:
+    """--arms: one of ARMS, or "layerN" for a draft that reads target layer N's K/V (N >= 0)."""
+    if text in ARMS or layer_of(text) is not None:
+        return text
+    raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, or layerN (N = a target layer index)")
+
+
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
-    """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), every other
+    """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), "layerN" for
+    the cross-attention over target layer N (a config value: generate() serves it as it is), every other
     arm the recipe as it is."""
-    if arm != "wide_mlp":
-        return recipe
-    return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
+    if arm == "wide_mlp":
+        return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
+    if layer_of(arm) is not None:
+        return replace(recipe, draft_overrides={**recipe.draft_overrides, "target_layer_index": layer_of(arm)})
+    return recipe
 
 
 def change_draft(arm: str, draft, target, seed: int):
@@ -193,15 +216,19 @@ def change_draft(arm: str, draft, target, seed: int):
         return _RoundedRope(draft)
     if arm in ("second_block", "second_layer"):
         add_depth(draft, self_attention=arm == "second_layer", seed=seed)
-    elif arm not in ("plain", "wide_mlp"):  # wide_mlp's width comes with its recipe (arm_recipe)
-        raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}")
+    elif arm not in ("plain", "wide_mlp") and layer_of(arm) is None:  # those come with their recipe (arm_recipe)
+        raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}, layerN")
     return _NoHook()
 
 
 ARMS = ("plain", "final_state", "second_block", "second_layer", "wide_mlp", "bf16_rope")
-# arms whose trained draft generate() runs as trained (tau is measured only for these); "bf16_rope" is
-# measured as it would run reloaded, with exact frequencies
+# arms whose trained draft generate() runs as trained (tau is measured only for these), and every
+# "layerN"; "bf16_rope" is measured as it would run reloaded, with exact frequencies
 DECODABLE_ARMS = ("plain", "wide_mlp", "bf16_rope")
+
+
+def decodable(arm: str) -> bool:
+    return arm in DECODABLE_ARMS or layer_of(arm) is not None
 
 
 def chain_lengths(hits: list[torch.Tensor]) -> float:
@@ -232,11 +259,15 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
     set beside lag-1 top-1 / top-4 agreement, confidence shows that."""
     per_cell: dict = {name: {} for name in drafts}
     lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
+    layers = sorted({draft.target_layer_index for draft in drafts.values()})  # each draft reads its own layer
     for kind, length, ids in prompts:
-        target_logits, keys, values = target_pass(target, ids, next(iter(drafts.values())).target_layer_index)
+        kv = {}
+        for layer in layers:
+            target_logits, *kv[layer] = target_pass(target, ids, layer)
         greedy = target_logits[-scored - 1 : -1].argmax(-1)
         del target_logits
         for name, draft in drafts.items():
+            keys, values = kv[draft.target_layer_index]
             cell = per_cell[name].setdefault(f"{kind}@{length}", {})
             hits: dict = {"top1": [], "top4": []}
             for lag in lags:  # the draft's logits at j and the target's at j both predict token j + 1
@@ -285,7 +316,8 @@ def continued(target, prompts, tokens: int) -> list:
 
 
 def run_label(run: dict) -> str:
-    """The arm's name, with the MLP width for "wide_mlp" (calls with other widths merge into one report)."""
+    """The arm's name, with the MLP width for "wide_mlp" (calls with other widths merge into one report;
+    a "layerN" arm names its layer itself)."""
     width = run["recipe"]["draft_overrides"].get("intermediate_size")
     return f"{run['arm']} {width}" if run["arm"] == "wide_mlp" and width is not None else run["arm"]
 
@@ -417,7 +449,7 @@ def parse_args(argv=None):
                         help="the target's and the drafts' (auto: float32 on the CPU, bfloat16 on CUDA)")
     parser.add_argument("--with-tau", action="store_true",
                         help="also each draft's tau, the tree alone, on the same prompts (--continuation-tokens new "
-                             f"tokens): the scored drafts, or the trained arms ({', '.join(DECODABLE_ARMS)} only)")
+                             f"tokens): the scored drafts, or the trained arms ({', '.join(DECODABLE_ARMS)}, layerN only)")
     parser.add_argument("--round-rope", action="store_true",
                         help="with --score-drafts: run the drafts on RoPE from bf16-rounded frequencies, as "
                              "`draft.to(torch.bfloat16)` left them before the twenty-first session (and so the "
@@ -426,9 +458,10 @@ def parse_args(argv=None):
                         help="with --score-drafts: also the teacher-forced chain length over lags 1..D "
                              "(meant for --score-on continuation, where the text is the target's greedy tokens)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["plain", "final_state"],
-                        help="the drafts trained per seed: plain, the target's final state, one more block, a wider "
-                             "MLP, or RoPE from bf16-rounded frequencies in training")
+    parser.add_argument("--arms", nargs="+", type=arm_name, default=["plain", "final_state"],
+                        help=f"the drafts trained per seed ({', '.join(ARMS)}, layerN): plain, the target's final "
+                             "state, one more block, a wider MLP, RoPE from bf16-rounded frequencies in training, or "
+                             "the cross-attention over target layer N's K/V instead of the last layer's")
     parser.add_argument("--wide-intermediate-size", type=int, default=4608,
                         help="the MLP width of the wide_mlp arm (the product's draft has 1536)")
     parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
@@ -448,10 +481,10 @@ def parse_args(argv=None):
     parser.add_argument("--data-cache", default=None,
                         help="keep the tokenized chunks here, so a later call on the same machine loads them")
     args = parser.parse_args(argv)
-    undecodable = [arm for arm in args.arms if arm not in DECODABLE_ARMS]
+    undecodable = [arm for arm in args.arms if not decodable(arm)]
     if args.with_tau and not args.score_drafts and not args.merge and undecodable:
         parser.error(f"--with-tau cannot measure arms {undecodable}: generate() runs only the product's draft; "
-                     f"allowed arms: {', '.join(DECODABLE_ARMS)}")
+                     f"allowed arms: {', '.join(DECODABLE_ARMS)}, layerN")
     return args
 
 

@@ -465,6 +465,35 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     assert probe.run_label({"arm": "plain", "recipe": {"draft_overrides": recipe.draft_overrides}}) == "plain"
 
 
+def test_feature_probe_layer_arms_read_their_own_target_layer():
+    """feature_probe.py --arms layerN: the arm's draft reads target layer N's K/V (a config value generate()
+    serves, so --with-tau measures it); drafts of other layers scored side by side each read their own layer,
+    as they would scored alone; a name that is neither an arm nor layerN is refused by name."""
+    import argparse
+
+    from conftest import tiny_llama
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=3, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir="", init_draft=None, seed=3, draft_overrides={"sliding_window": 16})
+    assert probe.arm_recipe("layer1", recipe, 96).draft_overrides == {"sliding_window": 16, "target_layer_index": 1}
+    assert probe.arm_recipe("plain", recipe, 96) is recipe
+    drafts = {name: probe.starting_draft(target, probe.arm_recipe(name, recipe, 96)).eval().bind(target)
+              for name in ("plain", "layer0", "layer1")}
+    assert [draft.target_layer_index for draft in drafts.values()] == [2, 0, 1]
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(5))
+    prompts = [("code", 60, ids)]
+    together = probe.agreements(target, drafts, prompts, scored=24, chain_depth=1)
+    for name, draft in drafts.items():  # confidence (a mean probability) moves with any other K/V
+        assert together[name] == probe.agreements(target, {name: draft}, prompts, scored=24, chain_depth=1)[name]
+    assert together["layer0"]["pooled"]["confidence"] != together["plain"]["pooled"]["confidence"]
+    assert probe.parse_args(["--out", "x", "--arms", "plain", "layer22", "--with-tau"]).arms == ["plain", "layer22"]
+    for wrong in ("layer", "layer-1", "layers2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="allowed: .*layerN"):
+            probe.arm_name(wrong)
+
+
 def test_feature_probe_bf16_rope_arm_rounds_the_frequencies_until_removed():
     """feature_probe.py --arms bf16_rope: the draft trains on RoPE angles from bf16-rounded frequencies (what
     main gave a new draft on a bf16 target before the fix) and, the hook removed, runs the exact ones again;

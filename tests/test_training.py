@@ -540,6 +540,27 @@ def test_entry_input_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp
         initial_draft(target, recipe("off", final, False))
 
 
+def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
+    """draft_overrides target_layer_index on an init_draft: -1 and the last layer's number name the same
+    layer and are taken; another layer (the cross-attention learned that layer's keys) or one outside the
+    target is refused by name. A new draft reads the layer asked for."""
+    from hf_longspec.training.run import initial_draft, new_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=3, max_positions=1024, initializer_range=0.2)
+    LongSpecDraftModel.from_target(target).save_pretrained(tmp_path / "saved")
+
+    def recipe(layer):
+        return TrainRecipe(output_dir=str(tmp_path / "run"), init_draft=str(tmp_path / "saved"),
+                           draft_overrides={"target_layer_index": layer})
+
+    for same in (-1, 2):
+        assert initial_draft(target, recipe(same)).bind(target).target_layer_index == 2
+    for other in (1, -2, 5):
+        with pytest.raises(TrainingRecipeError, match=f"target_layer_index=-1 there, {other} asked"):
+            initial_draft(target, recipe(other))
+    assert new_draft(target, TrainRecipe(output_dir="", draft_overrides={"target_layer_index": 1})).target_layer_index == 1
+
+
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
     """--max-seconds: the run stops at the deadline (here after its first step), writes the checkpoint
     of that step to resume from, the final folder, and the speed report."""

@@ -24,13 +24,7 @@ START=$SECONDS
 SEEDS=${SEEDS:-0}
 STEPS=${STEPS:-800}
 BUDGET=${BUDGET:-555}   # seconds of this call for everything before the drafts are packed (the call's limit is 600)
-W=/tmp/call10
-mkdir -p $W
-[ -d /tmp/site ] || source benchmarks/device/setup_model.sh
-if [ -f .carry/ust/ust.tgz ]; then tar xzf .carry/ust/ust.tgz -C $W; fi
-[ -d $W/usr_share_train ] || { echo "carry .carry/ust (ust.tgz)"; exit 3; }
-export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=$W/usr_share_train
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+source benchmarks/device/train_text_env.sh
 # records made earlier (better in a call of their own: in the tenth session this call's 110 s of budget,
 # compiling, answered 64 prompts) travel as .carry/chat/chat_train.jsonl.gz
 if [ -f .carry/chat/chat_train.jsonl.gz ] && [ ! -s $W/chat_train.jsonl ]; then

@@ -18,10 +18,7 @@ set -u
 START=$SECONDS
 SEED=${SEED:-0}
 ARMS=${ARMS:-plain second_block second_layer}
-[ -d /tmp/site ] || source benchmarks/device/setup_model.sh
-[ -d /tmp/call10/usr_share_train ] || { echo "unpack .carry/ust into /tmp/call10 first"; exit 3; }
-export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=/tmp/call10/usr_share_train
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+source benchmarks/device/train_text_env.sh
 TAG=${TAG:-${SEED// /_}}
 R=/tmp/fp$TAG
 # shellcheck disable=SC2086  # SEED, ARMS and EXTRA are lists

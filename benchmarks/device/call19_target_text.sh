@@ -12,12 +12,7 @@
 # and the records too when they are small (under 50 MB before gzip).
 set -u
 START=$SECONDS
-W=/tmp/call10
-mkdir -p $W
-source benchmarks/device/setup_model.sh
-[ -d $W/usr_share_train ] || { echo "unpack .carry/ust into $W first"; exit 3; }
-export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_LONGSPEC_USR_SHARE=$W/usr_share_train
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+source benchmarks/device/train_text_env.sh
 echo "setup $((SECONDS - START)) s"
 
 BUDGET=${TEXT_BUDGET:-300}   # answering; loading and tokenizing (80 s in the eighteenth session's first call) and a compile come first

@@ -248,7 +248,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     recipe's draft overrides (a 1024-token window asked of a draft trained with 512 would silently win).
     An `intermediate_size` override wider than the draft's MLP grows it, a `cross_attention_length_scale`
     override adds the learned log-length temperature to a draft without it, a `target_entry_input=True`
-    override the direct read of the newest target entry (training/widen.py)."""
+    override the direct read of the newest target entry (training/widen.py). A target_layer_index override
+    must name the layer the draft reads (-1 or its number)."""
     from ..embedded import embedded_draft_dir
 
     folder = embedded_draft_dir() if recipe.init_draft == "embedded" else Path(recipe.init_draft)
@@ -261,6 +262,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     if overrides.get("target_entry_input") is True:
         draft = add_entry_input(draft)
         overrides.pop("target_entry_input")
+    if "target_layer_index" in overrides and _same_layer(draft.config, overrides["target_layer_index"]):
+        overrides.pop("target_layer_index")  # -1 and the last layer's number name one layer
     clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in overrides.items()
                if getattr(draft.config, name, None) != wanted}
     if clashes:
@@ -268,6 +271,13 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         raise TrainingRecipeError(f"init_draft={recipe.init_draft!r} was trained with other settings ({detail}). "
                                   "Allowed: the draft's own settings, or no init_draft (a new draft).")
     return draft  # train_draft binds it, which refuses a draft made for another target
+
+
+def _same_layer(config, asked: int) -> bool:
+    layers = config.target_num_hidden_layers
+    if layers is None or not -layers <= asked < layers:
+        return config.target_layer_index == asked
+    return config.target_layer_index % layers == asked % layers
 
 
 def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
