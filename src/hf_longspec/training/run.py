@@ -274,6 +274,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
 
 
 def _same_layer(config, asked: int) -> bool:
+    """Whether `asked` names the layer a saved draft's config reads (-1 and the last layer's number do)."""
     layers = config.target_num_hidden_layers
     if layers is None or not -layers <= asked < layers:
         return config.target_layer_index == asked
