@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python benchmarks/tau_curve.py --out DIR [--lengths 1024 2048 4096 8000] \
         [--kinds code prose chat] [--prompts 2] [--new-tokens 64] [--check-exact [LENGTH ...]] \
-        [--device cuda --dtype bfloat16] [--draft embedded|FOLDER] [--align end|start]
+        [--device cuda --dtype bfloat16] [--draft embedded|FOLDER] [--align end|start] [--text-file NAME=PATH]
 
 tau = tokens emitted per speculation round (`draft.last_stats.tau`), greedy, default tree, one
 `target.generate(ids, assistant_model=draft)` call per prompt on the embedded SmolLM2 target.
@@ -21,6 +21,9 @@ Acceptance per depth comes from the histogram of tokens per round: reach[d] = sh
 accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[d - 1].
 `--check-exact` also runs plain greedy generate and records whether the tokens are identical
 (bare: every length; with lengths: only those). Writes DIR/tau_curve.json, .md and .png.
+`--text-file NAME=PATH` adds a kind NAME cut from one local text file (text no corpus source reads,
+e.g. an essay: the issue's "plain English essays" have no corpus kind): prompt i of it ends at its own
+point, spread evenly from the file's end back to where the longest prompt still fits.
 """
 
 from __future__ import annotations
@@ -79,14 +82,33 @@ def suffix_prompt(prompt: dict, length: int) -> dict:
     return {**prompt, "length": length, "input_ids": ids}
 
 
+def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: str) -> list[dict]:
+    """Prompts of kind `name` from one text file. With align "end" each index i has one prompt of the
+    longest length (the caller cuts the others from it); its ending steps back from the file's end, evenly,
+    to the earliest point the longest prompt fits. With "start" each length starts at the same points."""
+    ids = tokenizer.encode(Path(path).read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)
+    longest = max(lengths)
+    if len(ids) < longest:
+        raise ValueError(f"--text-file {name}={path} has {len(ids)} tokens; allowed: a file of at least the longest "
+                         f"length, {longest}")
+    room = len(ids) - longest  # where the longest prompt may start: 0..room
+    starts = [room - round(index * room / max(prompts - 1, 1)) for index in range(prompts)]
+    built = [longest] if align == "end" else list(lengths)
+    return [{"length": length, "kind": name, "index": index, "source": Path(path).name,
+             "input_ids": ids[start + longest - length if align == "end" else start:][:length]}
+            for length in built for index, start in enumerate(starts)]
+
+
 def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None,
-                  align: str = "end") -> list[dict]:
+                  align: str = "end", text_files: dict | None = None) -> list[dict]:
     """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
     benchmark workloads, chat from `chat_parts`. With ``skipped`` (a dict), a corpus kind this machine
     has too little eval text of is left out and its reason recorded there (a GPU machine without
     translated man pages has ~1.4k tokens of multilingual text), instead of failing every kind.
     ``align="end"``: the longest prompt of each (kind, index) is built and the others are its
-    suffixes (`suffix_prompt`); ``"start"``: each length is built on its own."""
+    suffixes (`suffix_prompt`); ``"start"``: each length is built on its own. ``text_files`` (NAME ->
+    path): kinds cut from local files (`file_prompts`), run after ``kinds``."""
+    text_files = text_files or {}
     if align not in ("end", "start"):
         raise ValueError(f"align must be 'end' or 'start', got {align!r}")
     built = [max(lengths)] if align == "end" else list(lengths)
@@ -108,10 +130,13 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
                 source, head, document, tail = chat_parts(tokenizer, length, index, seed)
                 found.append({"length": length, "kind": "chat", "index": index, "source": source,
                               "input_ids": head + document + tail, "head": len(head), "tail": len(tail)})
+    for name, path in text_files.items():
+        found += file_prompts(tokenizer, name, path, lengths, prompts, align)
     if align == "end":
         found = [suffix_prompt(prompt, length) for prompt in found for length in lengths]
     found = [{k: v for k, v in prompt.items() if k not in ("head", "tail")} for prompt in found]  # cut, not run
-    found.sort(key=lambda p: (p["length"], list(kinds).index(p["kind"]), p["index"]))
+    order = [*kinds, *text_files]
+    found.sort(key=lambda p: (p["length"], order.index(p["kind"]), p["index"]))
     for prompt in found:
         assert len(prompt["input_ids"]) == prompt["length"], (prompt["kind"], prompt["length"], len(prompt["input_ids"]))
     return found
@@ -277,12 +302,22 @@ def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path 
     return path
 
 
+def text_file(spec: str) -> tuple[str, str]:
+    """--text-file NAME=PATH: a kind name and a readable file."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{spec!r}: allowed NAME=PATH (a kind name and a local text file)")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"{spec!r}: {path} is not a file; allowed NAME=PATH of a local text file")
+    return name, path
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder for tau_curve.json / .md / .png")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8000])
-    parser.add_argument("--kinds", nargs="+", default=["code", "prose", "chat"],
-                        help="'chat' or any corpus kind (code, prose, docs, man, ...)")
+    parser.add_argument("--kinds", nargs="*", default=["code", "prose", "chat"],
+                        help="'chat' or any corpus kind (code, prose, docs, man, ...); none with --text-file: its kinds only")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per (length, kind)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--check-exact", type=int, nargs="*", default=None, metavar="LENGTH",
@@ -300,7 +335,13 @@ def parse_args(argv=None):
                         help="end: every length is a suffix of the longest prompt (the same continuation); "
                              "start: each length cut from the start of the stream (before the ninth session)")
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
+    parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
+                        help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
+    names = [name for name, _ in args.text_file]
+    clashes = sorted({name for name in names if names.count(name) > 1 or name in args.kinds})
+    if clashes:
+        parser.error(f"--text-file names {clashes} twice or as a --kinds kind; allowed: a new NAME for each file")
     if max(args.lengths) + args.new_tokens > 8192:
         parser.error(f"length + new tokens must stay within the target's 8192 positions: "
                      f"{max(args.lengths)} + {args.new_tokens}")
@@ -322,7 +363,7 @@ def main(argv=None) -> dict:
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     skipped = {}
     prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed, skipped=skipped,
-                            align=args.align)
+                            align=args.align, text_files=dict(args.text_file))
     if not prompts:
         raise SystemExit(f"no prompts: every kind was skipped ({skipped})")
     exact_lengths = set() if args.check_exact is None else set(args.check_exact or args.lengths)

@@ -16,6 +16,38 @@ def tau_curve():
     return load_script("benchmarks/tau_curve.py")
 
 
+def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_curve, embedded, tmp_path):
+    """--text-file NAME=PATH: prompt 0 ends at the file's end, the last one where the longest prompt starts
+    at the file's start; with --align end every length of one index is the longest one's suffix. A file
+    shorter than the longest length, a spec without NAME=, a missing file and a name given twice are refused
+    by name."""
+    import argparse
+
+    _, tokenizer = embedded
+    essay = Path(tau_curve.__file__).read_text()  # real local text
+    path = tmp_path / "essay.txt"
+    path.write_text(essay)
+    ids = tokenizer.encode(essay, add_special_tokens=False)
+    prompts = tau_curve.build_prompts(tokenizer, [100, 300], ["code"], 3, text_files={"essay": str(path)})
+    mine = {(p["length"], p["index"]): p["input_ids"] for p in prompts if p["kind"] == "essay"}
+    assert sorted(mine) == [(length, index) for length in (100, 300) for index in range(3)]
+    assert mine[300, 0] == ids[-300:] and mine[300, 2] == ids[:300]  # the file's end, and its start
+    room = len(ids) - 300
+    assert mine[300, 1] == ids[room - round(room / 2) :][:300]  # halfway between
+    for index in range(3):
+        assert mine[100, index] == mine[300, index][-100:]
+    assert [p["kind"] for p in prompts[:6]] == ["code"] * 3 + ["essay"] * 3  # by length, then the kinds' order
+    started = tau_curve.build_prompts(tokenizer, [100, 300], [], 2, align="start", text_files={"essay": str(path)})
+    assert [p["input_ids"] for p in started if p["index"] == 1] == [ids[:100], ids[:300]]
+    with pytest.raises(ValueError, match=rf"essay=.* has {len(ids)} tokens; allowed: a file of at least the longest length"):
+        tau_curve.build_prompts(tokenizer, [len(ids) + 1], [], 1, text_files={"essay": str(path)})
+    for spec, match in (("essay", "allowed NAME=PATH"), (f"essay={tmp_path / 'nope.txt'}", "is not a file")):
+        with pytest.raises(argparse.ArgumentTypeError, match=match):
+            tau_curve.text_file(spec)
+    with pytest.raises(SystemExit):
+        tau_curve.parse_args(["--out", "x", "--text-file", f"code={path}"])  # a --kinds kind already
+
+
 def test_depth_acceptance_from_tokens_per_round(tau_curve):
     # 4 rounds: 0, 2, 5 and 5 draft tokens accepted (the histogram counts the bonus token too)
     got = tau_curve.depth_acceptance({1: 1, 3: 1, 6: 2}, depth=5)
