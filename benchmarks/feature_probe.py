@@ -85,7 +85,7 @@ from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, trai
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import dataset_for, eval_prompts, held_out_tau  # noqa: E402  (sibling scripts)
-from draft_context_probe import target_pass  # noqa: E402
+from draft_context_probe import target_pass_layers  # noqa: E402
 
 LAGS = (1, 3)
 
@@ -250,7 +250,7 @@ def chain_lengths(hits: list[torch.Tensor]) -> float:
 @torch.no_grad()
 def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0) -> dict:
     """Top-1 / top-4 agreement with the target's greedy token, per lag, pooled and per (kind, length), of
-    each draft in `drafts` (name -> draft), the target run once per prompt (every prompt scores the
+    each draft in `drafts` (name -> draft, each reading its own target layer), the target run once per prompt (every prompt scores the
     same number of positions, so means of shares are pooled shares). chain_depth D > 0 adds "chain":
     `chain_lengths` over lags 1..D, of the draft's top-1 and of its top-4 (the true token among the
     draft's four best at every depth, the tree's reach when each node keeps four children), and
@@ -261,9 +261,7 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
     lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
     layers = sorted({draft.target_layer_index for draft in drafts.values()})  # each draft reads its own layer
     for kind, length, ids in prompts:
-        kv = {}
-        for layer in layers:
-            target_logits, *kv[layer] = target_pass(target, ids, layer)
+        target_logits, kv = target_pass_layers(target, ids, layers)
         greedy = target_logits[-scored - 1 : -1].argmax(-1)
         del target_logits
         for name, draft in drafts.items():
@@ -481,6 +479,10 @@ def parse_args(argv=None):
     parser.add_argument("--data-cache", default=None,
                         help="keep the tokenized chunks here, so a later call on the same machine loads them")
     args = parser.parse_args(argv)
+    layered = [arm for arm in args.arms if layer_of(arm) is not None]
+    if layered and args.init_draft != "none" and not args.score_drafts and not args.merge:
+        parser.error(f"arms {layered} read another target layer than the shipped draft was trained on; allowed: "
+                     "them with --init-draft none (untrained drafts)")
     undecodable = [arm for arm in args.arms if not decodable(arm)]
     if args.with_tau and not args.score_drafts and not args.merge and undecodable:
         parser.error(f"--with-tau cannot measure arms {undecodable}: generate() runs only the product's draft; "

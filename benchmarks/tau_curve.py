@@ -39,7 +39,7 @@ import torch
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.workloads import build_workloads
-from hf_longspec.corpus import long_prompt_ids
+from hf_longspec.corpus import KINDS, long_prompt_ids
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import prompt_digest, suffix_ids
@@ -95,7 +95,7 @@ def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: 
     starts = [room - round(index * room / max(prompts - 1, 1)) for index in range(prompts)]
     built = [longest] if align == "end" else list(lengths)
     return [{"length": length, "kind": name, "index": index, "source": Path(path).name,
-             "input_ids": ids[start + longest - length if align == "end" else start:][:length]}
+             "input_ids": ids[start : start + length]}  # "end" builds the longest only; the caller cuts it
             for length in built for index, start in enumerate(starts)]
 
 
@@ -339,9 +339,12 @@ def parse_args(argv=None):
                         help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
     names = [name for name, _ in args.text_file]
-    clashes = sorted({name for name in names if names.count(name) > 1 or name in args.kinds})
+    clashes = sorted({name for name in names if names.count(name) > 1 or name in (*KINDS, "chat")})
     if clashes:
-        parser.error(f"--text-file names {clashes} twice or as a --kinds kind; allowed: a new NAME for each file")
+        parser.error(f"--text-file names {clashes} twice or as a corpus kind ({', '.join(KINDS)}, chat: the goals "
+                     "read those names); allowed: a new NAME for each file")
+    if not args.kinds and not names:
+        parser.error("--kinds names no kind and no --text-file is given; allowed: at least one of them")
     if max(args.lengths) + args.new_tokens > 8192:
         parser.error(f"length + new tokens must stay within the target's 8192 positions: "
                      f"{max(args.lengths)} + {args.new_tokens}")

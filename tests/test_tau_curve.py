@@ -16,12 +16,13 @@ def tau_curve():
     return load_script("benchmarks/tau_curve.py")
 
 
-def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_curve, embedded, tmp_path):
+def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_curve, embedded, tmp_path, capsys):
     """--text-file NAME=PATH: prompt 0 ends at the file's end, the last one where the longest prompt starts
     at the file's start; with --align end every length of one index is the longest one's suffix. A file
-    shorter than the longest length, a spec without NAME=, a missing file and a name given twice are refused
-    by name."""
+    shorter than the longest length, a spec without NAME=, a missing file, a name given twice or one that is a
+    corpus kind, and no kind at all are refused by name."""
     import argparse
+    import re
 
     _, tokenizer = embedded
     essay = Path(tau_curve.__file__).read_text()  # real local text
@@ -33,7 +34,7 @@ def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_cur
     assert sorted(mine) == [(length, index) for length in (100, 300) for index in range(3)]
     assert mine[300, 0] == ids[-300:] and mine[300, 2] == ids[:300]  # the file's end, and its start
     room = len(ids) - 300
-    assert mine[300, 1] == ids[room - round(room / 2) :][:300]  # halfway between
+    assert mine[300, 1] in (ids[room // 2 : room // 2 + 300], ids[room // 2 + 1 : room // 2 + 301])  # halfway
     for index in range(3):
         assert mine[100, index] == mine[300, index][-100:]
     assert [p["kind"] for p in prompts[:6]] == ["code"] * 3 + ["essay"] * 3  # by length, then the kinds' order
@@ -44,8 +45,14 @@ def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_cur
     for spec, match in (("essay", "allowed NAME=PATH"), (f"essay={tmp_path / 'nope.txt'}", "is not a file")):
         with pytest.raises(argparse.ArgumentTypeError, match=match):
             tau_curve.text_file(spec)
+    for argv, match in (([f"essay={path}", "--text-file", f"essay={path}"], "names \\['essay'\\] twice"),
+                        ([f"man={path}"], "names \\['man'\\] twice or as a corpus kind")):
+        with pytest.raises(SystemExit):
+            tau_curve.parse_args(["--out", "x", "--text-file", *argv])
+        assert re.search(match, capsys.readouterr().err)
     with pytest.raises(SystemExit):
-        tau_curve.parse_args(["--out", "x", "--text-file", f"code={path}"])  # a --kinds kind already
+        tau_curve.parse_args(["--out", "x", "--kinds"])
+    assert "no kind and no --text-file" in capsys.readouterr().err
 
 
 def test_depth_acceptance_from_tokens_per_round(tau_curve):
@@ -497,10 +504,11 @@ def test_feature_probe_wide_arm_trains_a_wider_mlp_and_leaves_the_others_alone()
     assert probe.run_label({"arm": "plain", "recipe": {"draft_overrides": recipe.draft_overrides}}) == "plain"
 
 
-def test_feature_probe_layer_arms_read_their_own_target_layer():
+def test_feature_probe_layer_arms_read_their_own_target_layer(capsys):
     """feature_probe.py --arms layerN: the arm's draft reads target layer N's K/V (a config value generate()
     serves, so --with-tau measures it); drafts of other layers scored side by side each read their own layer,
-    as they would scored alone; a name that is neither an arm nor layerN is refused by name."""
+    as they would scored alone; a name that is neither an arm nor layerN, and a layer arm asked to start from
+    the shipped draft, are refused by name."""
     import argparse
 
     from conftest import tiny_llama
@@ -520,7 +528,11 @@ def test_feature_probe_layer_arms_read_their_own_target_layer():
     for name, draft in drafts.items():  # confidence (a mean probability) moves with any other K/V
         assert together[name] == probe.agreements(target, {name: draft}, prompts, scored=24, chain_depth=1)[name]
     assert together["layer0"]["pooled"]["confidence"] != together["plain"]["pooled"]["confidence"]
-    assert probe.parse_args(["--out", "x", "--arms", "plain", "layer22", "--with-tau"]).arms == ["plain", "layer22"]
+    assert probe.parse_args(["--out", "x", "--arms", "plain", "layer22", "--with-tau", "--init-draft", "none"]).arms \
+        == ["plain", "layer22"]
+    with pytest.raises(SystemExit):  # the shipped draft learned the last layer's keys: refused before any loading
+        probe.parse_args(["--out", "x", "--arms", "plain", "layer22"])
+    assert "read another target layer than the shipped draft was trained on" in capsys.readouterr().err
     for wrong in ("layer", "layer-1", "layers2"):
         with pytest.raises(argparse.ArgumentTypeError, match="allowed: .*layerN"):
             probe.arm_name(wrong)

@@ -6,17 +6,21 @@
 #     --lr 2e-3 --max-tokens 30000000 --with-tau" bash benchmarks/device/call16_depth.sh
 #   SEED=1 (the same, no carry, the machine warm)
 # This script is the next call on the same machine: it reads both seeds' reports (/tmp/fp0, /tmp/fp1),
-# prints each arm's tau per seed and its paired difference from plain, and trains the layer arm with
-# the best mean tau again beside plain for STEPS steps (seed 0, the same cached chunks: past 700 steps
-# the 30M tokens are read a second time), so that a gain at 700 steps can be told from a faster start.
+# prints each arm's tau per seed and its paired difference from plain (per prompt-seed), and trains the
+# layer arm with the best mean tau again beside plain for STEPS steps (seed 0, the same cached chunks:
+# past ~915 steps of 16 x 2048 the 30M tokens are read a second time), so that a gain at 700 steps can be
+# told from a faster start.
 set -u
 STEPS=${STEPS:-1400}
 best=$(python3 - <<'EOF'
 import json, statistics
+import sys
 runs = [run for seed in (0, 1) for run in json.load(open(f"/tmp/fp{seed}/feature_probe.json"))["runs"]]
 by_arm = {}
 for run in runs:
     by_arm.setdefault(run["arm"], {})[run["seed"]] = run
+if "plain" not in by_arm or not by_arm.keys() - {"plain"}:
+    sys.exit(f"the screen's reports hold the arms {sorted(by_arm)}; needed: plain and a layerN arm")
 plain = by_arm.pop("plain")
 rows = []
 for arm, seeds in sorted(by_arm.items()):
@@ -30,7 +34,7 @@ for arm, seeds in sorted(by_arm.items()):
           f"better / worse {sum(d > 0 for d in paired)} / {sum(d < 0 for d in paired)}", flush=True)
 print(max(rows)[1])
 EOF
-) || { echo "the screen's reports are missing: run call16_depth.sh for SEED=0 and SEED=1 first"; exit 3; }
+) || { echo "no screen to follow (its reason is printed beside this): run call16_depth.sh for SEED=0 and SEED=1 first"; exit 3; }
 echo "$best" | grep "^#"
 arm=$(echo "$best" | tail -1)
 echo "longer run: plain against $arm, $STEPS steps"
