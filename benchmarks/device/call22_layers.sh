@@ -5,34 +5,30 @@
 #   SEED=0 ARMS="plain layer22 layer15" EXTRA="--init-draft none --steps 700 --seq-len 2048 --batch-size 16
 #     --lr 2e-3 --max-tokens 30000000 --with-tau" bash benchmarks/device/call16_depth.sh
 #   SEED=1 (the same, no carry, the machine warm)
-# This script is the next call on the same machine: it reads both seeds' reports (/tmp/fp0, /tmp/fp1),
-# prints each arm's tau per seed and its paired difference from plain (per prompt-seed), and trains the
+# This script is the next call on the same machine: it reads both seeds' reports (REPORTS, by default
+# /tmp/fp0 and /tmp/fp1; summarized by ablate_training.summarize),
+# prints each arm's mean tau and its paired difference from plain (per prompt-seed), and trains the
 # layer arm with the best mean tau again beside plain for STEPS steps (seed 0, the same cached chunks:
 # past ~915 steps of 16 x 2048 the 30M tokens are read a second time), so that a gain at 700 steps can be
 # told from a faster start.
 set -u
 STEPS=${STEPS:-1400}
-best=$(python3 - <<'EOF'
-import json, statistics
-import sys
-runs = [run for seed in (0, 1) for run in json.load(open(f"/tmp/fp{seed}/feature_probe.json"))["runs"]]
-by_arm = {}
-for run in runs:
-    by_arm.setdefault(run["arm"], {})[run["seed"]] = run
-if "plain" not in by_arm or not by_arm.keys() - {"plain"}:
-    sys.exit(f"the screen's reports hold the arms {sorted(by_arm)}; needed: plain and a layerN arm")
-plain = by_arm.pop("plain")
-rows = []
-for arm, seeds in sorted(by_arm.items()):
-    paired = [a - b for seed in seeds for a, b in zip(seeds[seed]["tau_per_prompt"], plain[seed]["tau_per_prompt"])]
-    mean = statistics.mean(run["tau"] for run in seeds.values())
-    rows.append((mean, arm))
-    taus = ", ".join(f"{run['tau']:.3f}" for run in seeds.values())
-    plains = ", ".join(f"{plain[seed]['tau']:.3f}" for seed in seeds)
-    error = statistics.stdev(paired) / len(paired) ** 0.5
-    print(f"# {arm}: tau {taus} (plain {plains}); paired vs plain {statistics.mean(paired):+.3f} ± {error:.3f}, "
-          f"better / worse {sum(d > 0 for d in paired)} / {sum(d < 0 for d in paired)}", flush=True)
-print(max(rows)[1])
+REPORTS=${REPORTS:-/tmp/fp0/feature_probe.json /tmp/fp1/feature_probe.json}
+# shellcheck disable=SC2086  # REPORTS is a list
+best=$(PYTHONPATH=src python3 - $REPORTS <<'EOF'
+import json, sys
+sys.path.insert(0, "benchmarks")
+from ablate_training import summarize  # tau per variant, paired per prompt-seed against the first
+
+runs = [dict(run, variant=run["arm"]) for path in sys.argv[1:] for run in json.load(open(path))["runs"]]
+arms = set(run["arm"] for run in runs)
+if "plain" not in arms or arms == {"plain"}:
+    sys.exit(f"the screen's reports hold the arms {sorted(arms)}; needed: plain and a layerN arm")
+rows = summarize(sorted(runs, key=lambda run: run["arm"] != "plain"))  # plain first: the reference
+for row in rows[1:]:
+    print(f"# {row['variant']}: tau {row['tau_mean']:.3f} (plain {rows[0]['tau_mean']:.3f}); paired vs plain "
+          f"{row['paired_delta_mean']:+.3f}, better / worse {row['prompts_better']} / {row['prompts_worse']}", flush=True)
+print(max(rows[1:], key=lambda row: row["tau_mean"])["variant"])
 EOF
 ) || { echo "no screen to follow (its reason is printed beside this): run call16_depth.sh for SEED=0 and SEED=1 first"; exit 3; }
 echo "$best" | grep "^#"

@@ -278,7 +278,7 @@ def _same_layer(config, asked: int) -> bool:
     layers = config.target_num_hidden_layers
     if layers is None or not -layers <= asked < layers:
         return config.target_layer_index == asked
-    return config.target_layer_index % layers == asked % layers
+    return config.resolved_target_layer_index == asked % layers
 
 
 def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
