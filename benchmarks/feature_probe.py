@@ -56,6 +56,12 @@ layer serves it better. EAGLE-3 gains by reading low, middle and high layers ins
 "layerN" is the product's draft with `target_layer_index=N`, a config value generate() already serves at
 no cost (every layer's K/V is in the cache), so it is measured by tau as well as by agreement.
 
+Several target layers at once (twenty-third session; `--arms plain plus15 plus4_15 --init-draft none --with-tau`):
+no single layer beat the last one, but EAGLE-3 fuses several. "plusN_M..." is the product's draft with
+`extra_target_layer_indices=[N, M, ...]`: its cross-attention reads the last layer and also layers N, M, ...,
+each through its own block of query heads, summed in o_proj. generate() serves it (each layer's cache
+buffers are read in place), so it is measured by tau.
+
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
 """
@@ -190,21 +196,38 @@ def layer_of(arm: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def extra_layers_of(arm: str) -> list[int] | None:
+    """[N, M, ...] for an arm named "plusN_M..." (the draft reads the last layer's K/V and also layers N, M,
+    ...: extra_target_layer_indices), else None."""
+    match = re.fullmatch(r"plus(\d+(?:_\d+)*)", arm)
+    return [int(n) for n in match.group(1).split("_")] if match else None
+
+
+def reads_other_layers(arm: str) -> bool:
+    """Whether the arm's draft reads target layers the shipped one does not ("layerN", "plusN...")."""
+    return layer_of(arm) is not None or extra_layers_of(arm) is not None
+
+
 def arm_name(text: str) -> str:
-    """--arms: one of ARMS, or "layerN" for a draft that reads target layer N's K/V (N >= 0)."""
-    if text in ARMS or layer_of(text) is not None:
+    """--arms: one of ARMS, "layerN" for a draft that reads target layer N's K/V (N >= 0), or "plusN_M..."
+    for one that reads the last layer's and also layers N, M, ..."""
+    if text in ARMS or reads_other_layers(text):
         return text
-    raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, or layerN (N = a target layer index)")
+    raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, layerN (N = a target layer "
+                                     "index), or plusN_M... (the last layer and also layers N, M, ...)")
 
 
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
     """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), "layerN" for
-    the cross-attention over target layer N (a config value: generate() serves it as it is), every other
-    arm the recipe as it is."""
+    the cross-attention over target layer N, "plusN..." for one over the last layer and layers N, ... (config
+    values: generate() serves them as they are), every other arm the recipe as it is."""
     if arm == "wide_mlp":
         return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
     if layer_of(arm) is not None:
         return replace(recipe, draft_overrides={**recipe.draft_overrides, "target_layer_index": layer_of(arm)})
+    if extra_layers_of(arm) is not None:
+        return replace(recipe, draft_overrides={**recipe.draft_overrides,
+                                                "extra_target_layer_indices": extra_layers_of(arm)})
     return recipe
 
 
@@ -216,8 +239,8 @@ def change_draft(arm: str, draft, target, seed: int):
         return _RoundedRope(draft)
     if arm in ("second_block", "second_layer"):
         add_depth(draft, self_attention=arm == "second_layer", seed=seed)
-    elif arm not in ("plain", "wide_mlp") and layer_of(arm) is None:  # those come with their recipe (arm_recipe)
-        raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}, layerN")
+    elif arm not in ("plain", "wide_mlp") and not reads_other_layers(arm):  # those come with their recipe (arm_recipe)
+        raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}, layerN, plusN_M...")
     return _NoHook()
 
 
@@ -228,7 +251,7 @@ DECODABLE_ARMS = ("plain", "wide_mlp", "bf16_rope")
 
 
 def decodable(arm: str) -> bool:
-    return arm in DECODABLE_ARMS or layer_of(arm) is not None
+    return arm in DECODABLE_ARMS or reads_other_layers(arm)
 
 
 def chain_lengths(hits: list[torch.Tensor]) -> float:
@@ -259,13 +282,14 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
     set beside lag-1 top-1 / top-4 agreement, confidence shows that."""
     per_cell: dict = {name: {} for name in drafts}
     lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
-    layers = sorted({draft.target_layer_index for draft in drafts.values()})  # each draft reads its own layer
+    layers = sorted({layer for draft in drafts.values() for layer in draft.target_layers})  # each draft its own
     for kind, length, ids in prompts:
         target_logits, kv = target_pass_layers(target, ids, layers)
         greedy = target_logits[-scored - 1 : -1].argmax(-1)
         del target_logits
         for name, draft in drafts.items():
-            keys, values = kv[draft.target_layer_index]
+            reads = [kv[layer] for layer in draft.target_layers]  # side by side on the head axis, as in training
+            keys, values = (torch.cat([pair[i] for pair in reads], dim=1) for i in (0, 1))
             cell = per_cell[name].setdefault(f"{kind}@{length}", {})
             hits: dict = {"top1": [], "top4": []}
             for lag in lags:  # the draft's logits at j and the target's at j both predict token j + 1
@@ -447,7 +471,8 @@ def parse_args(argv=None):
                         help="the target's and the drafts' (auto: float32 on the CPU, bfloat16 on CUDA)")
     parser.add_argument("--with-tau", action="store_true",
                         help="also each draft's tau, the tree alone, on the same prompts (--continuation-tokens new "
-                             f"tokens): the scored drafts, or the trained arms ({', '.join(DECODABLE_ARMS)}, layerN only)")
+                             f"tokens): the scored drafts, or the trained arms ({', '.join(DECODABLE_ARMS)}, layerN, "
+                             "plusN... only)")
     parser.add_argument("--round-rope", action="store_true",
                         help="with --score-drafts: run the drafts on RoPE from bf16-rounded frequencies, as "
                              "`draft.to(torch.bfloat16)` left them before the twenty-first session (and so the "
@@ -457,9 +482,10 @@ def parse_args(argv=None):
                              "(meant for --score-on continuation, where the text is the target's greedy tokens)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--arms", nargs="+", type=arm_name, default=["plain", "final_state"],
-                        help=f"the drafts trained per seed ({', '.join(ARMS)}, layerN): plain, the target's final "
-                             "state, one more block, a wider MLP, RoPE from bf16-rounded frequencies in training, or "
-                             "the cross-attention over target layer N's K/V instead of the last layer's")
+                        help=f"the drafts trained per seed ({', '.join(ARMS)}, layerN, plusN_M...): plain, the target's "
+                             "final state, one more block, a wider MLP, RoPE from bf16-rounded frequencies in training, "
+                             "the cross-attention over target layer N's K/V instead of the last layer's, or over the "
+                             "last layer's and also layers N, M, ...")
     parser.add_argument("--wide-intermediate-size", type=int, default=4608,
                         help="the MLP width of the wide_mlp arm (the product's draft has 1536)")
     parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
@@ -479,14 +505,14 @@ def parse_args(argv=None):
     parser.add_argument("--data-cache", default=None,
                         help="keep the tokenized chunks here, so a later call on the same machine loads them")
     args = parser.parse_args(argv)
-    layered = [arm for arm in args.arms if layer_of(arm) is not None]
+    layered = [arm for arm in args.arms if reads_other_layers(arm)]
     if layered and args.init_draft != "none" and not args.score_drafts and not args.merge:
         parser.error(f"arms {layered} read another target layer than the shipped draft was trained on; allowed: "
                      "them with --init-draft none (untrained drafts)")
     undecodable = [arm for arm in args.arms if not decodable(arm)]
     if args.with_tau and not args.score_drafts and not args.merge and undecodable:
         parser.error(f"--with-tau cannot measure arms {undecodable}: generate() runs only the product's draft; "
-                     f"allowed arms: {', '.join(DECODABLE_ARMS)}, layerN")
+                     f"allowed arms: {', '.join(DECODABLE_ARMS)}, layerN, plusN...")
     return args
 
 

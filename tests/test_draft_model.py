@@ -15,7 +15,7 @@ from hf_longspec import (
     UnsupportedTargetError,
 )
 from hf_longspec.draft_state import DraftStepContext
-from hf_longspec.target_support import target_layer_kv
+from hf_longspec.target_support import target_layer_kv, target_layers_kv
 
 
 @torch.no_grad()
@@ -28,8 +28,9 @@ def _target_kv(target, ids, layer):
 def _root_step(draft, ring, cache, token, position):
     """Draft logits (1, 1, V) of one tree root at `position`, reading `cache` (a DynamicCache)."""
     keys, values = target_layer_kv(cache, draft.target_layer_index)
+    extra = tuple(target_layer_kv(cache, layer) for layer in draft.target_layers[1:])
     tree_kv = torch.zeros(2, 1, draft.config.num_key_value_heads, 1, draft.config.head_dim)
-    context = DraftStepContext(ring, tree_kv[0], tree_kv[1], keys, values, torch.tensor([keys.shape[2]]))
+    context = DraftStepContext(ring, tree_kv[0], tree_kv[1], keys, values, torch.tensor([keys.shape[2]]), extra)
     return draft.decode_step(context, token_ids=token, position_ids=torch.tensor([[position]]), slot=0,
                              tree_mask=torch.ones(1, 1, 1, dtype=torch.bool))[0]
 
@@ -147,7 +148,8 @@ def _training_forward_at(draft, target, ids, position):
     there must give."""
     target64, draft64 = copy.deepcopy(target).double(), copy.deepcopy(draft).double()
     draft64.bind(target64)
-    _, keys, values = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
+    cache, _, _ = _target_kv(target64, ids[:, : position + 1], draft64.target_layer_index)
+    keys, values = target_layers_kv(cache, draft64.target_layers)
     with torch.no_grad():
         return draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
 
@@ -453,3 +455,90 @@ def test_target_entry_input_reads_the_newest_entry_and_decodes_as_it_trains():
         reading.cross_attn.forward_step(hidden, cos, sin, keys, values, lengths)
     with pytest.raises(ValueError, match="target_entry_input must be True or False"):
         LongSpecDraftModel.from_target(target, target_entry_input=1)
+
+
+def _perturbed(draft):
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
+    return draft
+
+
+def test_a_draft_reading_several_target_layers_decodes_as_it_trains():
+    """extra_target_layer_indices: each layer read has its own block of query heads. A root drafted against
+    the live cache (each layer's buffers in place) equals the float64 training forward (the layers side by
+    side on the head axis); each block reads its own layer; a tensor-parallel rank's share of every block
+    sums to the whole; and the one-layer draft's heads are as before."""
+    from hf_longspec.tensor_parallel import HeadShard
+
+    target = tiny_llama(layers=3)
+    draft = _perturbed(LongSpecDraftModel.from_target(target, sliding_window=16, extra_target_layer_indices=[0, -2]))
+    assert draft.target_layers == (2, 0, 1) and draft.cross_attn.q_proj.weight.shape == (3 * 4 * 16, 64)
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(2))
+    position = 50
+    got, _ = _decode_root(draft, target, ids, position)
+    ref = _training_forward_at(draft, target, ids, position)
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+    # block l reads layer target_layers[l]: swapping the extra layers' buffers changes the draft's output
+    cache, _, _ = _target_kv(target, ids[:, :30], 2)
+    (k2, v2), (k0, v0), (k1, v1) = (target_layer_kv(cache, layer) for layer in (2, 0, 1))
+    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[30, 31]])
+    cos, sin = draft.rotary_emb(positions, hidden.dtype)
+    lengths = torch.tensor([30])
+    with torch.no_grad():
+        whole = draft.cross_attn.forward_step(hidden, cos, sin, k2, v2, lengths, extra_kv=((k0, v0), (k1, v1)))
+        swapped = draft.cross_attn.forward_step(hidden, cos, sin, k2, v2, lengths, extra_kv=((k1, v1), (k0, v0)))
+        assert not torch.allclose(whole, swapped, atol=1e-4)
+        # each block alone against float64 math over its own layer
+        attn = copy.deepcopy(draft.cross_attn).double()
+        q = attn.project_q(hidden.double(), cos.double(), sin.double())  # (1, 12, 2, 16)
+        k = torch.cat([k2, k0, k1], dim=1).double().repeat_interleave(2, dim=1)
+        v = torch.cat([v2, v0, v1], dim=1).double().repeat_interleave(2, dim=1)
+        expected = attn.output(torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1) @ v)
+    assert (whole.double() - expected).norm() / expected.norm() < 1e-5
+
+    class LocalShard(HeadShard):
+        def all_reduce(self, partial):
+            return partial  # summed below, as the ranks' all-reduce would
+
+    with torch.no_grad():  # rank r holds KV head r of every layer
+        parts = [draft.cross_attn.forward_step(hidden, cos, sin, k2[:, r : r + 1], v2[:, r : r + 1], lengths,
+                                               LocalShard(r, 2, None),
+                                               extra_kv=((k0[:, r : r + 1], v0[:, r : r + 1]),
+                                                         (k1[:, r : r + 1], v1[:, r : r + 1]))) for r in (0, 1)]
+    torch.testing.assert_close(parts[0] + parts[1], whole)
+    assert draft.cross_attn.layer_heads(1, LocalShard(1, 2, None)) == (6, 8)
+    one = LongSpecDraftModel.from_target(target)
+    assert one.cross_attn.layer_heads(0) is None and one.cross_attn.layer_heads(0, LocalShard(1, 2, None)) == (2, 4)
+
+
+def test_extra_target_layers_are_refused_with_what_is_allowed():
+    target = tiny_llama(layers=3)
+    with pytest.raises(IncompatibleDraftError, match=r"extra_target_layer_indices \[3\] are outside the target's 3 layers"):
+        LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0, 3])
+    with pytest.raises(IncompatibleDraftError, match="one of them twice"):
+        LongSpecDraftModel.from_target(target, extra_target_layer_indices=[2])  # -1 is layer 2
+    for bad in ([1, 1], 1, [True], ["0"]):
+        with pytest.raises(ValueError, match="extra_target_layer_indices must be a list of distinct ints"):
+            LongSpecDraftModel.from_target(target, extra_target_layer_indices=bad)
+    with pytest.raises(ValueError, match="cannot be combined with target_entry_input"):
+        LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0], target_entry_input=True)
+    draft = LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0])
+    ids = torch.randint(0, 96, (1, 12))
+    _, keys, values = _target_kv(target, ids, 2)
+    with pytest.raises(ValueError, match="target_keys has 2 heads; this draft reads target layers \\[2, 0\\].*allowed: 4"):
+        draft(ids, keys, values)  # one layer's K/V handed to a two-layer reader
+
+
+def test_a_draft_reading_several_target_layers_saves_and_loads(tmp_path):
+    target = tiny_llama(layers=3)
+    draft = _perturbed(LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0]))
+    draft.save_pretrained(tmp_path)
+    loaded = LongSpecDraftModel.from_pretrained(tmp_path).bind(target)
+    assert loaded.config.extra_target_layer_indices == [0] and loaded.target_layers == (2, 0)
+    ids = torch.randint(0, 96, (1, 20))
+    cache, _, _ = _target_kv(target, ids, 2)
+    keys, values = target_layers_kv(cache, loaded.target_layers)
+    with torch.no_grad():
+        assert torch.equal(loaded(ids, keys, values).logits, draft(ids, keys, values).logits)

@@ -365,3 +365,35 @@ def test_clear_errors_and_no_partial_state():
     target.resize_token_embeddings(100)
     with pytest.raises(IncompatibleDraftError, match="vocab size mismatch"):
         target.generate(ids, assistant_model=draft, max_new_tokens=4)
+
+
+def test_a_draft_reading_several_target_layers_generates_exactly_and_reads_each_layers_cache():
+    """extra_target_layer_indices through generate(): non-chain paths every round, output identical to
+    vanilla greedy, and the drafting step reads each extra layer's own committed cache (the decoder's
+    buffers, holding what the target cached for that layer)."""
+    ids, reference = _reference(41)
+    target = tiny_llama(initializer_range=0.3)
+    draft = SteeredDraft.from_target(target, sliding_window=16, tree_widths=[3, 3, 3], extra_target_layer_indices=[0])
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    draft.steer(reference, (0, 1, 2))
+    seen = []
+    original = draft.cross_attn.forward_step
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("extra_kv", args[8] if len(args) > 8 else ()))
+        return original(*args, **kwargs)
+
+    draft.cross_attn.forward_step = spy
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=41, do_sample=False)
+    assert torch.equal(out, reference)
+    assert draft.last_stats.non_chain_commits >= draft.last_stats.rounds - 1 > 0
+    assert seen and all(len(extra) == 1 for extra in seen)
+    keys, values = seen[-1][0]
+    with torch.no_grad():
+        cache = target(reference[:, :-1], use_cache=True).past_key_values
+    length = reference.shape[1] - 1
+    torch.testing.assert_close(keys[:, :, :length], cache.layers[0].keys)
+    torch.testing.assert_close(values[:, :, :length], cache.layers[0].values)
+    assert not torch.allclose(keys[:, :, :length], cache.layers[1].keys)

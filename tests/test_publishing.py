@@ -673,3 +673,13 @@ def test_card_measurements_refuse_sources_of_other_weights(draft_dir):
     decode = json.loads((REPO / "docs" / "results" / "decode_bench_h200_2026-12-01.json").read_text())
     with pytest.raises(ValueError, match="other draft weights"):
         builder.build({**tau, "draft": {"weights_digest": other}}, {**decode, "draft": {"weights_digest": held}}, [])
+
+
+def test_the_card_names_every_target_layer_the_draft_reads():
+    """A draft that also reads other target layers (extra_target_layer_indices) says so on its card."""
+    from hf_longspec import LongSpecDraftConfig
+    from hf_longspec.publishing.card import _layer_label
+
+    assert _layer_label(LongSpecDraftConfig(target_num_hidden_layers=30)) == "29 (the last)"
+    assert _layer_label(LongSpecDraftConfig(target_num_hidden_layers=30, extra_target_layer_indices=[4, -15])) \
+        == "29 (the last), and also 4, 15"

@@ -391,7 +391,7 @@ def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(
     target = tiny_llama(layers=2, initializer_range=0.2)
 
     class Echo(torch.nn.Module):  # the target's logits as the draft's, optionally one position late
-        target_layer_index = -1
+        target_layer_index, target_layers = -1, (-1,)
 
         def __init__(self, late):
             super().__init__()
@@ -444,7 +444,7 @@ def test_feature_probe_chain_length_stops_at_the_first_miss_and_reads_depth_d_at
     target = tiny_llama(layers=2, initializer_range=0.2)
 
     class Echo(torch.nn.Module):  # the target's logits as the draft's at every lag, optionally one position late
-        target_layer_index = -1
+        target_layer_index, target_layers = -1, (-1,)
 
         def __init__(self, late):
             super().__init__()
@@ -533,9 +533,39 @@ def test_feature_probe_layer_arms_read_their_own_target_layer(capsys):
     with pytest.raises(SystemExit):  # the shipped draft learned the last layer's keys: refused before any loading
         probe.parse_args(["--out", "x", "--arms", "plain", "layer22"])
     assert "read another target layer than the shipped draft was trained on" in capsys.readouterr().err
-    for wrong in ("layer", "layer-1", "layers2"):
-        with pytest.raises(argparse.ArgumentTypeError, match="allowed: .*layerN"):
+    for wrong in ("layer", "layer-1", "layers2", "plus", "plus1_", "plus-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="allowed: .*layerN.*plusN_M"):
             probe.arm_name(wrong)
+
+
+def test_feature_probe_plus_arms_read_the_last_layer_and_their_extra_layers(capsys):
+    """feature_probe.py --arms plusN_M: the arm's draft reads the last target layer's K/V and also layers N
+    and M (extra_target_layer_indices, served by generate()); scored beside others it is handed exactly those
+    layers, side by side in its own order (the same agreement as scored alone, and not that of a draft whose
+    blocks read other layers); refused from the shipped draft, as the layer arms are."""
+    from conftest import tiny_llama
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    target = tiny_llama(layers=3, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir="", init_draft=None, seed=3, draft_overrides={"sliding_window": 16})
+    assert probe.arm_recipe("plus0_1", recipe, 96).draft_overrides == {"sliding_window": 16,
+                                                                      "extra_target_layer_indices": [0, 1]}
+    drafts = {name: probe.starting_draft(target, probe.arm_recipe(name, recipe, 96)).eval().bind(target)
+              for name in ("plain", "plus0_1", "plus1_0")}
+    assert [draft.target_layers for draft in drafts.values()] == [(2,), (2, 0, 1), (2, 1, 0)]
+    drafts["plus1_0"].load_state_dict(drafts["plus0_1"].state_dict())  # the same weights, its blocks on other layers
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(5))
+    prompts = [("code", 60, ids)]
+    together = probe.agreements(target, drafts, prompts, scored=24, chain_depth=1)
+    for name, draft in drafts.items():
+        assert together[name] == probe.agreements(target, {name: draft}, prompts, scored=24, chain_depth=1)[name]
+    assert together["plus0_1"]["pooled"]["confidence"] != together["plus1_0"]["pooled"]["confidence"]
+    assert probe.decodable("plus15_22") and probe.parse_args(
+        ["--out", "x", "--arms", "plain", "plus15", "--with-tau", "--init-draft", "none"]).arms == ["plain", "plus15"]
+    with pytest.raises(SystemExit):
+        probe.parse_args(["--out", "x", "--arms", "plain", "plus15"])
+    assert "read another target layer than the shipped draft was trained on" in capsys.readouterr().err
 
 
 def test_feature_probe_bf16_rope_arm_rounds_the_frequencies_until_removed():

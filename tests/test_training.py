@@ -559,6 +559,14 @@ def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
         with pytest.raises(TrainingRecipeError, match=f"target_layer_index=-1 there, {other} asked"):
             initial_draft(target, recipe(other))
     assert new_draft(target, TrainRecipe(output_dir="", draft_overrides={"target_layer_index": 1})).target_layer_index == 1
+    # the extra layers a draft reads are its own too: a continued draft keeps them, another set is refused
+    with pytest.raises(TrainingRecipeError, match=r"extra_target_layer_indices=\[\] there, \[0\] asked"):
+        initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"),
+                                          draft_overrides={"extra_target_layer_indices": [0]}))
+    LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0]).save_pretrained(tmp_path / "reads_two")
+    kept = initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "reads_two"),
+                                             draft_overrides={"extra_target_layer_indices": [0]}))
+    assert kept.bind(target).target_layers == (2, 0)
 
 
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):
@@ -1299,3 +1307,37 @@ def test_resume_refuses_a_checkpoint_of_another_shape_before_training(tmp_path, 
     # the same settings resume as before
     train_draft(target, ByteTokenizer(), TrainRecipe(**{**asdict(recipe), "max_steps": 3, "resume": True}), progress=False)
     assert (tmp_path / "run" / "checkpoint-3").is_dir()
+
+
+def test_a_draft_reading_several_target_layers_trains_on_all_of_them(tmp_path):
+    """extra_target_layer_indices: the trainer hands the draft the K/V of every layer it reads, side by side
+    on the head axis in `target_layers` order, and train_draft trains and saves such a draft (every
+    query block of its cross-attention moves)."""
+    from transformers import DynamicCache, TrainingArguments
+
+    from hf_longspec.target_support import cache_argument_name, target_layer_kv
+    from hf_longspec.training.trainer import LongSpecTrainer
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=3, max_positions=1024, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, extra_target_layer_indices=[0])
+    args = TrainingArguments(output_dir=str(tmp_path / "args"), use_cpu=True, report_to="none")
+    trainer = LongSpecTrainer(model=draft, args=args, target=target)
+    ids = torch.randint(0, 257, (2, 24), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(24)[None].expand(2, -1)
+    keys, values, _ = trainer.target_signals(draft, ids, positions)
+    with torch.no_grad():
+        cache = DynamicCache(config=target.config)
+        target(ids, position_ids=positions, use_cache=True, **{cache_argument_name(target): cache})
+    (k2, v2), (k0, v0) = target_layer_kv(cache, 2), target_layer_kv(cache, 0)
+    assert torch.equal(keys, torch.cat([k2, k0], dim=1)) and torch.equal(values, torch.cat([v2, v0], dim=1))
+
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), max_steps=8, seq_len=32, batch_size=2, learning_rate=1e-2,
+                         warmup_steps=0, max_tokens=20_000, save_steps=100, logging_steps=1, kinds=["prose"],
+                         draft_overrides={"sliding_window": 16, "extra_target_layer_indices": [0]})
+    initial = LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+    before = initial.cross_attn.q_proj.weight.detach().clone()
+    trained = train_draft(target, ByteTokenizer(), recipe, draft=initial, progress=False)
+    moved = (trained.cross_attn.q_proj.weight.detach() - before).abs().view(2, -1).amax(dim=1)  # per layer block
+    assert torch.all(moved > 1e-3), moved
+    reloaded = LongSpecDraftModel.from_pretrained(tmp_path / "run" / "final").bind(target)
+    assert reloaded.target_layers == (2, 0)

@@ -8,9 +8,11 @@
 # This script is the next call on the same machine: it reads both seeds' reports (REPORTS, by default
 # /tmp/fp0 and /tmp/fp1; summarized by ablate_training.summarize),
 # prints each arm's mean tau and its paired difference from plain (per prompt-seed), and trains the
-# layer arm with the best mean tau again beside plain for STEPS steps (seed 0, the same cached chunks:
+# arm with the best mean tau again beside plain for STEPS steps (seed 0, the same cached chunks:
 # past ~915 steps of 16 x 2048 the 30M tokens are read a second time), so that a gain at 700 steps can be
 # told from a faster start.
+# Twenty-third session: the same for the arms that read several layers (ARMS="plain plus15 plus4_15" in the
+# screen); the script follows whichever arm besides plain had the best mean tau.
 set -u
 STEPS=${STEPS:-1400}
 REPORTS=${REPORTS:-/tmp/fp0/feature_probe.json /tmp/fp1/feature_probe.json}
@@ -23,7 +25,7 @@ from ablate_training import summarize  # tau per variant, paired per prompt-seed
 runs = [dict(run, variant=run["arm"]) for path in sys.argv[1:] for run in json.load(open(path))["runs"]]
 arms = set(run["arm"] for run in runs)
 if "plain" not in arms or arms == {"plain"}:
-    sys.exit(f"the screen's reports hold the arms {sorted(arms)}; needed: plain and a layerN arm")
+    sys.exit(f"the screen's reports hold the arms {sorted(arms)}; needed: plain and another arm (layerN, plusN...)")
 rows = summarize(sorted(runs, key=lambda run: run["arm"] != "plain"))  # plain first: the reference
 for row in rows[1:]:
     print(f"# {row['variant']}: tau {row['tau_mean']:.3f} (plain {rows[0]['tau_mean']:.3f}); paired vs plain "

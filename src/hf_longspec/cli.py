@@ -86,10 +86,11 @@ def draft_overrides(args) -> dict:
     """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
     its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
     --cross-attention-length-scale adds the learned length temperature, --target-entry-input the direct read
-    of the newest target entry: training/widen.py; --target-layer-index must name the layer it reads)."""
+    of the newest target entry: training/widen.py; --target-layer-index and --extra-target-layer-indices must name the layers it reads)."""
     asked = {name: getattr(args, name) for name in DRAFT_SIZES}
     asked["target_entry_input"] = True if args.target_entry_input else None
     asked["target_layer_index"] = args.target_layer_index
+    asked["extra_target_layer_indices"] = args.extra_target_layer_indices
     return {name: value for name, value in asked.items() if value is not None}
 
 
@@ -255,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target-layer-index", type=int, default=None, metavar="N",
                        help="the target layer whose K/V the cross-attention reads (default: the last, -1, for a new "
                             "draft; the --init-draft's own)")
+    train.add_argument("--extra-target-layer-indices", type=int, nargs="+", default=None, metavar="N",
+                       help="more target layers whose K/V the cross-attention also reads, each through its own query "
+                            "heads (default: none for a new draft; the --init-draft's own)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

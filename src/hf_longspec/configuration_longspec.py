@@ -44,6 +44,13 @@ class LongSpecDraftConfig(PretrainedConfig):
       has the shape of one target layer), and it may be set wider: the MLP shares nothing with the target.
     - sliding_window: tokens the draft's self-attention sees (its ring buffer size).
     - target_layer_index: which target layer's KV cache the cross-attention reads (-1 = last).
+    - extra_target_layer_indices: more target layers whose KV caches the cross-attention also reads
+      ([] = the method's one layer). Each layer gets its own block of num_attention_heads query heads
+      (its own rows of q_proj and columns of o_proj), so the layers' reads add up in o_proj, as EAGLE-3
+      fuses low, middle and high target layers. Training hands the draft the layers' K/V side by side
+      along the head axis (target_layer_index first); decoding reads each layer's cache buffers in
+      place. No cache is added: every target layer's K/V is cached anyway. Cannot be combined with
+      target_entry_input.
     - num_anchor_tokens: anchors kept at positions 0..s-1 by Anchor-Offset training.
     - tree_widths: default draft tree, nodes per depth (the paper's "4 16 16 16 16").
     - tree_max_nodes: optional cap on drafted nodes per round (root excluded).
@@ -91,6 +98,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         mlp_bias: bool = False,
         sliding_window: int = 512,
         target_layer_index: int = -1,
+        extra_target_layer_indices: list[int] | tuple[int, ...] = (),
         target_num_hidden_layers: int | None = None,
         target_model_type: str | None = None,
         num_anchor_tokens: int = 4,
@@ -118,6 +126,8 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.mlp_bias = mlp_bias
         self.sliding_window = int(sliding_window)
         self.target_layer_index = int(target_layer_index)
+        extra = extra_target_layer_indices
+        self.extra_target_layer_indices = list(extra) if isinstance(extra, (list, tuple)) else extra
         self.target_num_hidden_layers = target_num_hidden_layers
         self.target_model_type = target_model_type
         self.num_anchor_tokens = int(num_anchor_tokens)
@@ -165,6 +175,14 @@ class LongSpecDraftConfig(PretrainedConfig):
         if not isinstance(self.target_entry_input, bool):
             raise ValueError(f"target_entry_input must be True or False (whether the cross-attention also reads "
                              f"the newest target entry directly), got {self.target_entry_input!r}")
+        extra = self.extra_target_layer_indices
+        if (not isinstance(extra, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in extra)
+                or len(set(extra)) != len(extra)):
+            raise ValueError(f"extra_target_layer_indices must be a list of distinct ints (target layers the "
+                             f"cross-attention also reads; [] for none), got {extra!r}")
+        if extra and self.target_entry_input:
+            raise ValueError("extra_target_layer_indices cannot be combined with target_entry_input=True (the newest "
+                             "entry is read from one layer); allowed: one of the two")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
 
@@ -195,6 +213,16 @@ class LongSpecDraftConfig(PretrainedConfig):
                 raise ValueError("target_layer_index < 0 needs target_num_hidden_layers to be known")
             index += self.target_num_hidden_layers
         return index
+
+    @property
+    def resolved_target_layers(self) -> tuple[int, ...]:
+        """Every target layer the cross-attention reads, as non-negative numbers: target_layer_index
+        first, then extra_target_layer_indices (negative ones count from the end, as -1 does)."""
+        layers = self.target_num_hidden_layers
+        if any(index < 0 for index in self.extra_target_layer_indices) and layers is None:
+            raise ValueError("a negative extra_target_layer_indices entry needs target_num_hidden_layers to be known")
+        extra = tuple(index + layers if index < 0 else index for index in self.extra_target_layer_indices)
+        return (self.resolved_target_layer_index, *extra)
 
     @classmethod
     def from_target_config(cls, target_config: PretrainedConfig, **overrides) -> "LongSpecDraftConfig":

@@ -89,3 +89,4 @@ class DraftStepContext:
     target_keys: torch.Tensor
     target_values: torch.Tensor
     target_lengths: torch.Tensor
+    extra_target_kv: tuple = ()  # (keys, values) buffers of the extra target layers (extra_target_layer_indices)

@@ -192,11 +192,18 @@ class ZeroStartLinear(nn.Linear):
 
 
 class LongSpecCrossAttention(nn.Module):
-    """Queries from the draft, keys/values straight from the target's cache (no k/v projections)."""
+    """Queries from the draft, keys/values straight from the target's cache (no k/v projections).
+
+    With several target layers (config.extra_target_layer_indices), layer l has its own block of
+    query heads [l * H, (l + 1) * H): its rows of q_proj and columns of o_proj. Training passes the
+    layers' K/V side by side on the head axis, which grouped-query attention maps onto those blocks;
+    decoding runs each block over its layer's cache buffers, and o_proj sums them."""
 
     def __init__(self, config: LongSpecDraftConfig):
         super().__init__()
-        self.num_heads = config.num_attention_heads
+        self.num_layers = 1 + len(config.extra_target_layer_indices)
+        self.heads_per_layer = config.num_attention_heads
+        self.num_heads = config.num_attention_heads * self.num_layers
         self.head_dim = config.head_dim
         self.scaling = config.head_dim**-0.5
         self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=config.attention_bias)
@@ -294,21 +301,36 @@ class LongSpecCrossAttention(nn.Module):
             out = torch.cat([out[:, :shift], out[:, shift:] + self.entry_output(entry)], dim=1)
         return out
 
+    def layer_heads(self, layer: int, shard: HeadShard | None = None) -> tuple[int, int] | None:
+        """The query heads [start, stop) that read target layer number `layer` of the ones the draft reads
+        (0 = target_layer_index), within a tensor-parallel rank's share when ``shard`` is given; None:
+        all heads (one layer, no shard)."""
+        if self.num_layers == 1:
+            return shard.head_range(self.num_heads) if shard is not None else None
+        start, stop = shard.head_range(self.heads_per_layer) if shard is not None else (0, self.heads_per_layer)
+        base = layer * self.heads_per_layer
+        return base + start, base + stop
+
     def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths,
-                     shard: HeadShard | None = None, newest_entry: torch.Tensor | None = None) -> torch.Tensor:
+                     shard: HeadShard | None = None, newest_entry: torch.Tensor | None = None,
+                     extra_kv: tuple = ()) -> torch.Tensor:
         """Decoding path: every drafted node sees the committed entries [0, target_lengths[b]) of the
         target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device.
+        ``extra_kv``: the (keys, values) buffers of the extra target layers, in config order.
 
         With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
         just the query heads that read them and all-reduce the partial ``o_proj`` outputs.
         ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
         from .attention.prefix import grouped_prefix_attention_varlen
 
-        heads = shard.head_range(self.num_heads) if shard is not None else None
-        query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), target_lengths[:, None, None, None], heads)
-        query = query.to(target_keys.dtype)
-        out, _ = grouped_prefix_attention_varlen(query, target_keys, target_values, target_lengths, self.scaling)
-        out = self.output(out.flatten(1, 2), heads)
+        out = None
+        for layer, (keys, values) in enumerate(((target_keys, target_values), *extra_kv)):
+            heads = self.layer_heads(layer, shard)
+            query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), target_lengths[:, None, None, None],
+                                         heads).to(keys.dtype)
+            attended, _ = grouped_prefix_attention_varlen(query, keys, values, target_lengths, self.scaling)
+            read = self.output(attended.flatten(1, 2), heads)
+            out = read if out is None else out + read
         if self.entry_proj is not None:  # every node reads the last committed entry, as the tree's root does
             if newest_entry is None:
                 raise ValueError("target_entry_input: forward_step needs newest_entry (the last committed entry's "
@@ -392,6 +414,19 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 f"target_layer_index {self.config.target_layer_index} is outside the target's {layers} layers "
                 f"(allowed: {-layers}..{layers - 1})"
             )
+        outside = [index for index in self.config.extra_target_layer_indices if not -layers <= index < layers]
+        if outside:
+            raise IncompatibleDraftError(
+                f"extra_target_layer_indices {outside} are outside the target's {layers} layers "
+                f"(allowed: {-layers}..{layers - 1})"
+            )
+        read = [index % layers for index in (self.config.target_layer_index, *self.config.extra_target_layer_indices)]
+        if len(set(read)) != len(read):
+            raise IncompatibleDraftError(
+                f"the draft would read target layers {read} (target_layer_index {self.config.target_layer_index}, "
+                f"extra_target_layer_indices {self.config.extra_target_layer_indices}) with one of them twice; "
+                "allowed: distinct layers (-1 and the last layer's number name the same one)"
+            )
         shard = target_head_shard(target)
         if shard is not None:
             check_shardable(target_config, shard)
@@ -446,6 +481,11 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
     def target_layer_index(self) -> int:
         return self.config.resolved_target_layer_index
 
+    @property
+    def target_layers(self) -> tuple[int, ...]:
+        """Every target layer whose K/V the cross-attention reads: target_layer_index, then the extra ones."""
+        return self.config.resolved_target_layers
+
     def __getattr__(self, name: str):
         if name == "generation_config":
             # Only stock assisted generation asks a draft for this: the caller's model never got
@@ -487,7 +527,8 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         """Whole-sequence forward for training.
 
         target_keys/values: (B, H_kv, S, D) of target layer `target_layer_index` computed with the
-        same position_ids. noise_shift d >= 1: position i may read target K/V only up to i - d,
+        same position_ids; with extra_target_layer_indices, (B, L * H_kv, S, D): the L layers of
+        `target_layers` side by side on the head axis, in that order (`target_support.target_layers_kv`). noise_shift d >= 1: position i may read target K/V only up to i - d,
         as at inference where the newest 1..depth+1 entries are not verified yet.
         labels follow the transformers convention (unshifted; -100 = ignore), or are (B, S, vocab)
         probabilities of each token (soft labels, `_next_token_loss`).
@@ -501,6 +542,13 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 "(data parallel or FSDP over the draft)."
             )
         batch, seq = input_ids.shape
+        expected_heads = self.config.num_key_value_heads * self.cross_attn.num_layers
+        if target_keys.shape[1] != expected_heads:
+            raise ValueError(
+                f"target_keys has {target_keys.shape[1]} heads; this draft reads target layers {list(self.target_layers)} "
+                f"of {self.config.num_key_value_heads} KV heads each, so allowed: {expected_heads} heads "
+                "(the layers side by side, target_support.target_layers_kv)"
+            )
         if position_ids is None:
             position_ids = torch.arange(seq, device=input_ids.device)[None].expand(batch, -1)
         if rollout_steps > 1:
@@ -642,6 +690,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = hidden + self.cross_attn.forward_step(
             self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
             context.target_lengths, self._head_shard, self._newest_committed_entry(context, count),
+            context.extra_target_kv,
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return (self._logits(hidden),)

@@ -101,6 +101,15 @@ def cache_layer(cache, layer_index: int):
     return layer
 
 
+def target_layers_kv(cache, layers) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values of the target layers `layers` side by side on the head axis, (B, L * H_kv, S, D), as a
+    draft's training forward reads them (`LongSpecDraftModel.target_layers`); one layer: not copied."""
+    pairs = [target_layer_kv(cache, layer) for layer in layers]
+    if len(pairs) == 1:
+        return pairs[0]
+    return torch.cat([keys for keys, _ in pairs], dim=1), torch.cat([values for _, values in pairs], dim=1)
+
+
 def target_layer_kv(cache, layer_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values (post-RoPE) that the target cached for `layer_index`, without copying."""
     layer = cache_layer(cache, layer_index)

@@ -67,7 +67,9 @@ class LongSpecDecoder:
         tree_kv = torch.zeros(2, batch_size, draft_heads, layout.num_run, draft_dim, dtype=ring.keys.dtype,
                               device=self.device)
         target_keys, target_values = self.cache.layer_kv(draft.target_layer_index)
-        self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths)
+        extra_kv = tuple(self.cache.layer_kv(layer) for layer in draft.target_layers[1:])
+        self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths,
+                                        extra_kv)
         self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
         # per row, the most tokens it may ever hold committed in this call (set by start): a row's last

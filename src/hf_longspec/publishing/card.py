@@ -113,10 +113,16 @@ def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:
 
 
 def _layer_label(config: LongSpecDraftConfig) -> str:
+    """The target layer the cross-attention reads, and the extra ones it also reads (extra_target_layer_indices)."""
     index = config.target_layer_index
+    label = str(index)
     if index < 0 and config.target_num_hidden_layers:
-        return f"{config.resolved_target_layer_index} ({'the last' if index == -1 else f'{index} from the end'})"
-    return str(index)
+        label = f"{config.resolved_target_layer_index} ({'the last' if index == -1 else f'{index} from the end'})"
+    extra = getattr(config, "extra_target_layer_indices", None)
+    if extra:
+        layers = config.resolved_target_layers[1:] if config.target_num_hidden_layers else extra
+        label += ", and also " + ", ".join(map(str, layers))
+    return label
 
 
 def _training_facts(folder: Path, training_command: str | None) -> dict:

@@ -15,7 +15,7 @@ import warnings
 import torch
 from transformers import Trainer, TrainerCallback
 
-from ..target_support import cache_argument_name, target_layer_kv
+from ..target_support import cache_argument_name, target_layers_kv
 
 DISTILL_MODES = ("none", "argmax", "soft")
 
@@ -72,7 +72,8 @@ class LongSpecTrainer(Trainer):
 
     @torch.no_grad()
     def target_signals(self, model, input_ids, position_ids):
-        """The target layer's K/V for these positions, and the labels to train on."""
+        """The K/V of the target layers the draft reads for these positions (side by side on the head
+        axis when it reads several), and the labels to train on."""
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.target.config)
@@ -83,7 +84,7 @@ class LongSpecTrainer(Trainer):
             logits_to_keep=1 if self.distill == "none" else 0,
             **{cache_argument_name(self.target): cache},
         )
-        keys, values = target_layer_kv(cache, _unwrap(model).target_layer_index)
+        keys, values = target_layers_kv(cache, _unwrap(model).target_layers)
         if self.distill == "argmax":
             labels = torch.full_like(input_ids, -100)
             labels[:, 1:] = out.logits[:, :-1].argmax(dim=-1)
