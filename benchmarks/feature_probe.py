@@ -60,7 +60,9 @@ Several target layers at once (twenty-third session; `--arms plain plus15 plus4_
 no single layer beat the last one, but EAGLE-3 fuses several. "plusN_M..." is the product's draft with
 `extra_target_layer_indices=[N, M, ...]`: its cross-attention reads the last layer and also layers N, M, ...,
 each through its own block of query heads, summed in o_proj. generate() serves it (each layer's cache
-buffers are read in place), so it is measured by tau.
+buffers are read in place), so it is measured by tau. From the shipped draft (`--init-draft embedded`) the
+new blocks are grafted on (training/widen.py `add_target_layers`: zero o_proj columns, so the draft starts
+as the shipped one); from an untrained one they are drawn with the rest.
 
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
@@ -505,7 +507,7 @@ def parse_args(argv=None):
     parser.add_argument("--data-cache", default=None,
                         help="keep the tokenized chunks here, so a later call on the same machine loads them")
     args = parser.parse_args(argv)
-    layered = [arm for arm in args.arms if reads_other_layers(arm)]
+    layered = [arm for arm in args.arms if layer_of(arm) is not None]  # "plusN" arms graft onto the shipped draft
     if layered and args.init_draft != "none" and not args.score_drafts and not args.merge:
         parser.error(f"arms {layered} read another target layer than the shipped draft was trained on; allowed: "
                      "them with --init-draft none (untrained drafts)")

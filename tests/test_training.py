@@ -560,13 +560,46 @@ def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
             initial_draft(target, recipe(other))
     assert new_draft(target, TrainRecipe(output_dir="", draft_overrides={"target_layer_index": 1})).target_layer_index == 1
     # the extra layers a draft reads are its own too: a continued draft keeps them, another set is refused
-    with pytest.raises(TrainingRecipeError, match=r"extra_target_layer_indices=\[\] there, \[0\] asked"):
-        initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"),
-                                          draft_overrides={"extra_target_layer_indices": [0]}))
     LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0]).save_pretrained(tmp_path / "reads_two")
-    kept = initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "reads_two"),
-                                             draft_overrides={"extra_target_layer_indices": [0]}))
-    assert kept.bind(target).target_layers == (2, 0)
+
+    def extra(layers):
+        return TrainRecipe(output_dir="", init_draft=str(tmp_path / "reads_two"),
+                           draft_overrides={"extra_target_layer_indices": layers})
+
+    assert initial_draft(target, extra([0])).bind(target).target_layers == (2, 0)
+    with pytest.raises(TrainingRecipeError, match=r"extra_target_layer_indices=\[1\] asked of a draft trained with \[0\]"):
+        initial_draft(target, extra([1]))
+
+
+def test_extra_target_layers_grow_a_trained_draft_computing_the_same_and_train_on(tmp_path):
+    """draft_overrides extra_target_layer_indices on an init_draft that reads one layer: the new query blocks
+    start with zero o_proj columns (the same logits as the saved draft), and training moves them."""
+    from hf_longspec.target_support import target_layers_kv
+    from hf_longspec.training.run import initial_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=3, max_positions=1024, initializer_range=0.2)
+    saved = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=8)
+    with torch.no_grad():
+        for p in saved.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    saved.save_pretrained(tmp_path / "init")
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), init_draft=str(tmp_path / "init"), max_steps=6, seq_len=32,
+                         batch_size=2, learning_rate=1e-2, warmup_steps=0, max_tokens=20_000, save_steps=100,
+                         logging_steps=1, kinds=["prose"], draft_overrides={"extra_target_layer_indices": [0, 1]})
+    grown = initial_draft(target, recipe).bind(target)
+    assert grown.target_layers == (2, 0, 1) and grown.cross_attn.length_gain.shape == (12,)
+    ids = torch.randint(0, 257, (1, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = target(ids, use_cache=True).past_key_values
+        one, three = target_layers_kv(cache, (2,)), target_layers_kv(cache, (2, 0, 1))
+        torch.testing.assert_close(grown(ids, *three, noise_shift=2).logits, saved(ids, *one, noise_shift=2).logits)
+    trained = train_draft(target, ByteTokenizer(), recipe, progress=False)
+    added = trained.cross_attn.o_proj.weight[:, 4 * 8:]  # the new blocks' columns (4 heads of 8 per layer)
+    assert added.abs().amax() > 1e-3
+    with pytest.raises(TrainingRecipeError, match="cannot be combined with target_entry_input"):
+        LongSpecDraftModel.from_target(target, target_entry_input=True).save_pretrained(tmp_path / "entry")
+        initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "entry"),
+                                          draft_overrides={"extra_target_layer_indices": [0]}))
 
 
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):

@@ -19,7 +19,7 @@ from ..publishing.draft_files import TRAINING_DATA_FILE, TRAINING_SPEED_FILE
 from .collator import LongSpecCollator
 from .data import LocalTextChunks
 from .trainer import LongSpecTrainer, SpeedLog, StopAtDeadline
-from .widen import add_entry_input, add_length_scaling, widen_mlp
+from .widen import add_entry_input, add_length_scaling, add_target_layers, widen_mlp
 
 CHAT_LOSSES = ("all", "answer")  # TrainRecipe.chat_loss: where a chat record's loss is taken
 
@@ -248,7 +248,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     recipe's draft overrides (a 1024-token window asked of a draft trained with 512 would silently win).
     An `intermediate_size` override wider than the draft's MLP grows it, a `cross_attention_length_scale`
     override adds the learned log-length temperature to a draft without it, a `target_entry_input=True`
-    override the direct read of the newest target entry (training/widen.py). A target_layer_index override
+    override the direct read of the newest target entry, an `extra_target_layer_indices` override on a draft
+    that reads one layer its reads of those layers too (training/widen.py). A target_layer_index override
     must name the layer the draft reads (-1 or its number)."""
     from ..embedded import embedded_draft_dir
 
@@ -262,6 +263,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     if overrides.get("target_entry_input") is True:
         draft = add_entry_input(draft)
         overrides.pop("target_entry_input")
+    if overrides.get("extra_target_layer_indices"):  # new query blocks, computing the same at first
+        draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
     if "target_layer_index" in overrides and _same_layer(draft.config, overrides["target_layer_index"]):
         overrides.pop("target_layer_index")  # -1 and the last layer's number name one layer
     clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in overrides.items()

@@ -1,6 +1,7 @@
 """Grow a trained draft without changing what it computes, so a fine-tune adds capacity to it: a wider
-MLP (`widen_mlp`), the cross-attention's learned log-length temperature (`add_length_scaling`), or its
-direct read of the newest target entry (`add_entry_input`).
+MLP (`widen_mlp`), the cross-attention's learned log-length temperature (`add_length_scaling`), its
+direct read of the newest target entry (`add_entry_input`), or its reads of more target layers
+(`add_target_layers`).
 
 The new hidden units get random input rows (gate and up, at the config's initializer_range) and zero
 output columns (down): they add nothing until training moves those columns, so the widened draft
@@ -78,4 +79,44 @@ def add_entry_input(draft: LongSpecDraftModel) -> LongSpecDraftModel:
     attention.entry_proj = ZeroStartLinear(2 * attention.num_kv_heads * attention.head_dim, weight.shape[1],
                                            bias=False, device=weight.device, dtype=weight.dtype)  # zero
     draft.config.target_entry_input = True
+    return draft
+
+
+def add_target_layers(draft: LongSpecDraftModel, extra: list[int], seed: int = 0) -> LongSpecDraftModel:
+    """`draft` reading target layers `extra` too (`extra_target_layer_indices`, configuration_longspec.py), in
+    place: each new layer's block of query heads gets random q_proj rows and zero o_proj columns (and zero
+    length gains, where the draft has them), so it computes the same until training moves those columns."""
+    have = list(draft.config.extra_target_layer_indices)
+    extra = list(extra)
+    if have:
+        if have != extra:
+            raise TrainingRecipeError(f"extra_target_layer_indices={extra} asked of a draft trained with {have}; allowed: "
+                                      "its own layers (its query blocks learned those layers' keys)")
+        return draft
+    draft.config.extra_target_layer_indices = extra
+    try:
+        draft.config._validate_longspec_fields()
+    except ValueError as error:  # refused by name, the draft left as it was
+        draft.config.extra_target_layer_indices = have
+        raise TrainingRecipeError(str(error)) from None
+    attention = draft.cross_attn
+    weight, block = attention.q_proj.weight, attention.q_proj.weight.shape[0]
+    added = block * len(extra)
+    generator = torch.Generator().manual_seed(seed)
+    q_proj = nn.Linear(weight.shape[1], block + added, bias=attention.q_proj.bias is not None,
+                       device=weight.device, dtype=weight.dtype)
+    o_proj = nn.Linear(block + added, weight.shape[1], bias=False, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        new_rows = torch.randn(added, weight.shape[1], generator=generator) * draft.config.initializer_range
+        q_proj.weight.copy_(torch.cat([weight, new_rows.to(weight)]))
+        if attention.q_proj.bias is not None:
+            q_proj.bias.copy_(torch.cat([attention.q_proj.bias, attention.q_proj.bias.new_zeros(added)]))
+        o_proj.weight.copy_(torch.cat([attention.o_proj.weight, attention.o_proj.weight.new_zeros(weight.shape[1], added)],
+                                      dim=1))
+    attention.q_proj, attention.o_proj = q_proj, o_proj
+    if attention.length_gain is not None:
+        gain = attention.length_gain
+        attention.length_gain = nn.Parameter(torch.cat([gain.detach(), gain.new_zeros(attention.heads_per_layer * len(extra))]))
+    attention.num_layers = 1 + len(extra)
+    attention.num_heads = attention.heads_per_layer * attention.num_layers
     return draft
