@@ -388,8 +388,8 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
 
 
 def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
-    """--sliding-window, --intermediate-size, --cross-attention-length-scale, --target-entry-input and
-    --target-layer-index reach the recipe's
+    """--sliding-window, --intermediate-size, --cross-attention-length-scale, --target-entry-input,
+    --target-layer-index and --extra-target-layer-indices reach the recipe's
     draft_overrides only when given (a draft
     continued with --init-draft keeps its own otherwise); a width below 1, and --chat-loss answer without
     chat records, are refused by name, before any target is loaded."""
@@ -404,6 +404,8 @@ def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
         == {"cross_attention_length_scale": 2048}
     assert draft_overrides(parse(["train", "--output", "x", "--target-entry-input"])) == {"target_entry_input": True}
     assert draft_overrides(parse(["train", "--output", "x", "--target-layer-index", "-8"])) == {"target_layer_index": -8}
+    assert draft_overrides(parse(["train", "--output", "x", "--extra-target-layer-indices", "4", "15"])) \
+        == {"extra_target_layer_indices": [4, 15]}
     assert main(["train", "--output", str(tmp_path / "run"), "--cross-attention-length-scale", "0"]) == 2
     assert "--cross-attention-length-scale 0: allowed: an int >= 1." in capsys.readouterr().err
     assert main(["train", "--output", str(tmp_path / "run"), "--intermediate-size", "0"]) == 2

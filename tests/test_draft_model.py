@@ -472,8 +472,10 @@ def test_a_draft_reading_several_target_layers_decodes_as_it_trains():
     from hf_longspec.tensor_parallel import HeadShard
 
     target = tiny_llama(layers=3)
-    draft = _perturbed(LongSpecDraftModel.from_target(target, sliding_window=16, extra_target_layer_indices=[0, -2]))
+    draft = _perturbed(LongSpecDraftModel.from_target(target, sliding_window=16, extra_target_layer_indices=[0, -2],
+                                                      cross_attention_length_scale=8))
     assert draft.target_layers == (2, 0, 1) and draft.cross_attn.q_proj.weight.shape == (3 * 4 * 16, 64)
+    assert draft.cross_attn.length_gain.shape == (12,) and draft.cross_attn.length_gain.abs().min() > 0  # per head
     ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(2))
     position = 50
     got, _ = _decode_root(draft, target, ids, position)
@@ -493,6 +495,7 @@ def test_a_draft_reading_several_target_layers_decodes_as_it_trains():
         # each block alone against float64 math over its own layer
         attn = copy.deepcopy(draft.cross_attn).double()
         q = attn.project_q(hidden.double(), cos.double(), sin.double())  # (1, 12, 2, 16)
+        q = q * (1 + attn.length_gain.double()[:, None, None] * torch.log(torch.tensor(30 / 8, dtype=torch.float64)))
         k = torch.cat([k2, k0, k1], dim=1).double().repeat_interleave(2, dim=1)
         v = torch.cat([v2, v0, v1], dim=1).double().repeat_interleave(2, dim=1)
         expected = attn.output(torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1) @ v)
@@ -517,8 +520,15 @@ def test_extra_target_layers_are_refused_with_what_is_allowed():
     target = tiny_llama(layers=3)
     with pytest.raises(IncompatibleDraftError, match=r"extra_target_layer_indices \[3\] are outside the target's 3 layers"):
         LongSpecDraftModel.from_target(target, extra_target_layer_indices=[0, 3])
-    with pytest.raises(IncompatibleDraftError, match="one of them twice"):
+    with pytest.raises(ValueError, match="one of them twice"):
         LongSpecDraftModel.from_target(target, extra_target_layer_indices=[2])  # -1 is layer 2
+    unresolved = LongSpecDraftConfig(extra_target_layer_indices=[2])  # no target yet: -1 is not known to be 2
+    with pytest.raises(IncompatibleDraftError, match="one of them twice"):
+        LongSpecDraftModel(LongSpecDraftConfig.from_dict({**unresolved.to_dict(), **{
+            k: v for k, v in LongSpecDraftConfig.from_target_config(target.config).to_dict().items()
+            if k not in ("extra_target_layer_indices", "target_num_hidden_layers")}})).bind(target)
+    with pytest.raises(ValueError, match="one of them twice"):
+        LongSpecDraftConfig(target_layer_index=1, extra_target_layer_indices=[1])
     for bad in ([1, 1], 1, [True], ["0"]):
         with pytest.raises(ValueError, match="extra_target_layer_indices must be a list of distinct ints"):
             LongSpecDraftModel.from_target(target, extra_target_layer_indices=bad)

@@ -257,6 +257,9 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     (["--max-steps", "0"], r"max_steps=0; allowed: a positive int"),
     (["--batch-size", "0"], r"batch_size=0; allowed: a positive int"),
     (["--resume", "--overwrite-output"], "contradict"),
+    (["--extra-target-layer-indices", "4", "4"], r"draft_overrides: extra_target_layer_indices must be a list of distinct ints"),
+    (["--target-layer-index", "4", "--extra-target-layer-indices", "4"], r"target layers \[4, 4\] .* one of them twice"),
+    (["--target-entry-input", "--extra-target-layer-indices", "4"], "cannot be combined with target_entry_input"),
 ])
 def test_cli_train_refuses_bad_settings_before_loading(tmp_path, capsys, no_loading, argv, message):
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "run"), *argv])

@@ -567,6 +567,7 @@ def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
                            draft_overrides={"extra_target_layer_indices": layers})
 
     assert initial_draft(target, extra([0])).bind(target).target_layers == (2, 0)
+    assert initial_draft(target, extra([-3])).bind(target).target_layers == (2, 0)  # layer 0 of 3, named from the end
     with pytest.raises(TrainingRecipeError, match=r"extra_target_layer_indices=\[1\] asked of a draft trained with \[0\]"):
         initial_draft(target, extra([1]))
 
@@ -596,10 +597,15 @@ def test_extra_target_layers_grow_a_trained_draft_computing_the_same_and_train_o
     trained = train_draft(target, ByteTokenizer(), recipe, progress=False)
     added = trained.cross_attn.o_proj.weight[:, 4 * 8:]  # the new blocks' columns (4 heads of 8 per layer)
     assert added.abs().amax() > 1e-3
+    LongSpecDraftModel.from_target(target, target_entry_input=True).save_pretrained(tmp_path / "entry")
     with pytest.raises(TrainingRecipeError, match="cannot be combined with target_entry_input"):
-        LongSpecDraftModel.from_target(target, target_entry_input=True).save_pretrained(tmp_path / "entry")
         initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "entry"),
                                           draft_overrides={"extra_target_layer_indices": [0]}))
+    assert initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "entry"),
+                                             draft_overrides={"extra_target_layer_indices": ()})).target_layers == (2,)
+    with pytest.raises(TrainingRecipeError, match="extra_target_layer_indices=4; allowed: a list of distinct ints"):
+        initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "init"),
+                                          draft_overrides={"extra_target_layer_indices": 4}))
 
 
 def test_max_seconds_stops_every_rank_at_a_saved_checkpoint(tmp_path):

@@ -149,8 +149,8 @@ def cmd_train(args) -> int:
         init_draft=None if args.init_draft == "untrained" else args.init_draft,
     )
     check_draft_arg(args.init_draft, "--init-draft")
-    recipe.check()  # every setting and the output folder, before the target is loaded
     _check_positive(**{name: value for name, value in draft_overrides(args).items() if name in DRAFT_SIZES})
+    recipe.check()  # every setting and the output folder, before the target is loaded
     target, tokenizer = _load_target(args.target, args.gguf_file, args.device)
     train_draft(target, tokenizer, recipe)
     print(f"draft saved to {args.output}/final")

@@ -183,6 +183,14 @@ class LongSpecDraftConfig(PretrainedConfig):
                 or len(set(extra)) != len(extra)):
             raise ValueError(f"extra_target_layer_indices must be a list of distinct ints (target layers the "
                              f"cross-attention also reads; [] for none), got {extra!r}")
+        layers = self.target_num_hidden_layers
+        read = [self.target_layer_index, *extra]
+        if layers and all(-layers <= index < layers for index in read):
+            read = [index % layers for index in read]  # -1 and the last layer's number name one layer
+        if len(set(read)) != len(read):
+            raise ValueError(f"the draft would read target layers {read} (target_layer_index {self.target_layer_index}, "
+                             f"extra_target_layer_indices {extra}) with one of them twice; allowed: distinct layers "
+                             "(-1 and the last layer's number name the same one)")
         if extra and self.target_entry_input:
             raise ValueError("extra_target_layer_indices cannot be combined with target_entry_input=True (the newest "
                              "entry is read from one layer); allowed: one of the two")

@@ -203,7 +203,7 @@ class LongSpecCrossAttention(nn.Module):
         super().__init__()
         self.num_layers = 1 + len(config.extra_target_layer_indices)
         self.heads_per_layer = config.num_attention_heads
-        self.num_heads = config.num_attention_heads * self.num_layers
+        self.num_heads = config.num_attention_heads * self.num_layers  # over all layers read (self-attention's: one)
         self.head_dim = config.head_dim
         self.scaling = config.head_dim**-0.5
         self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=config.attention_bias)
@@ -323,14 +323,23 @@ class LongSpecCrossAttention(nn.Module):
         ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
         from .attention.prefix import grouped_prefix_attention_varlen
 
-        out = None
-        for layer, (keys, values) in enumerate(((target_keys, target_values), *extra_kv)):
-            heads = self.layer_heads(layer, shard)
-            query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), target_lengths[:, None, None, None],
-                                         heads).to(keys.dtype)
-            attended, _ = grouped_prefix_attention_varlen(query, keys, values, target_lengths, self.scaling)
-            read = self.output(attended.flatten(1, 2), heads)
-            out = read if out is None else out + read
+        layers = ((target_keys, target_values), *extra_kv)
+        lengths = target_lengths[:, None, None, None]
+        if shard is None:  # every block's heads at once: one projection in, one out
+            query = self.scale_by_length(self.project_q(hidden, cos, sin), lengths)
+            blocks = query.split(self.heads_per_layer, dim=1) if len(layers) > 1 else (query,)
+            attended = [grouped_prefix_attention_varlen(block.to(keys.dtype), keys, values, target_lengths,
+                                                        self.scaling)[0].flatten(1, 2)
+                        for block, (keys, values) in zip(blocks, layers)]
+            out = self.output(torch.cat(attended, dim=1) if len(attended) > 1 else attended[0])
+        else:  # a rank's heads of each block are not contiguous: a partial o_proj sum per block
+            parts = []
+            for layer, (keys, values) in enumerate(layers):
+                heads = self.layer_heads(layer, shard)
+                query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), lengths, heads).to(keys.dtype)
+                attended, _ = grouped_prefix_attention_varlen(query, keys, values, target_lengths, self.scaling)
+                parts.append(self.output(attended.flatten(1, 2), heads))
+            out = parts[0] if len(parts) == 1 else torch.stack(parts).sum(dim=0)
         if self.entry_proj is not None:  # every node reads the last committed entry, as the tree's root does
             if newest_entry is None:
                 raise ValueError("target_entry_input: forward_step needs newest_entry (the last committed entry's "
@@ -528,8 +537,9 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
 
         target_keys/values: (B, H_kv, S, D) of target layer `target_layer_index` computed with the
         same position_ids; with extra_target_layer_indices, (B, L * H_kv, S, D): the L layers of
-        `target_layers` side by side on the head axis, in that order (`target_support.target_layers_kv`). noise_shift d >= 1: position i may read target K/V only up to i - d,
-        as at inference where the newest 1..depth+1 entries are not verified yet.
+        `target_layers` side by side on the head axis, in that order (`target_support.target_layers_kv`).
+        noise_shift d >= 1: position i may read target K/V only up to i - d, as at inference where the
+        newest 1..depth+1 entries are not verified yet.
         labels follow the transformers convention (unshifted; -100 = ignore), or are (B, S, vocab)
         probabilities of each token (soft labels, `_next_token_loss`).
         rollout_steps K > 1: also train on the draft's own predictions (`_rollout`); the loss is
@@ -537,7 +547,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         """
         if self._head_shard is not None:
             raise UnsupportedTargetError(
-                "Training reads one target layer's full KV heads; this draft is bound to a tensor-parallel target "
+                "Training reads the target layers' full KV heads; this draft is bound to a tensor-parallel target "
                 f"(tp_size={self._head_shard.world_size}). Train against a target whole on each device "
                 "(data parallel or FSDP over the draft)."
             )
@@ -672,7 +682,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         Their self-attention K/V are written to the round's tree buffers at slots
         [slot, slot + N). Self-attention sees the ring buffer (window-limited) plus the tree slots
         allowed by tree_mask (B, N, N_run) (ancestors and itself); cross-attention sees the
-        committed target cache of the bound layer. Returns (logits (B, N, V),). Device ops only.
+        committed target cache of each layer it reads. Returns (logits (B, N, V),). Device ops only.
         """
         hidden = self._embed(token_ids)
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)
@@ -690,7 +700,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = hidden + self.cross_attn.forward_step(
             self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
             context.target_lengths, self._head_shard, self._newest_committed_entry(context, count),
-            context.extra_target_kv,
+            extra_kv=context.extra_target_kv,
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return (self._logits(hidden),)

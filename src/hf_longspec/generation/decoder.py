@@ -66,10 +66,9 @@ class LongSpecDecoder:
         draft_heads, draft_dim = draft.config.num_key_value_heads, draft.config.head_dim
         tree_kv = torch.zeros(2, batch_size, draft_heads, layout.num_run, draft_dim, dtype=ring.keys.dtype,
                               device=self.device)
-        target_keys, target_values = self.cache.layer_kv(draft.target_layer_index)
-        extra_kv = tuple(self.cache.layer_kv(layer) for layer in draft.target_layers[1:])
+        (target_keys, target_values), *extra_kv = (self.cache.layer_kv(layer) for layer in draft.target_layers)
         self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths,
-                                        extra_kv)
+                                        tuple(extra_kv))
         self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
         # per row, the most tokens it may ever hold committed in this call (set by start): a row's last

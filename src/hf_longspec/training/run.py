@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from transformers import TrainingArguments
 
+from ..configuration_longspec import LongSpecDraftConfig
 from ..corpus import DEFAULT_MIX
 from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel
@@ -121,6 +122,10 @@ class TrainRecipe:
         if isinstance(self.rollout_decay, bool) or not (isinstance(self.rollout_decay, (int, float))
                                                          and 0 < self.rollout_decay <= 1):
             raise TrainingRecipeError(f"rollout_decay={self.rollout_decay!r}; allowed: a number in (0, 1].")
+        try:  # the draft settings asked for (window, layers read, ...), before any model is loaded
+            LongSpecDraftConfig(**self.draft_overrides)
+        except ValueError as error:
+            raise TrainingRecipeError(f"draft_overrides: {error}") from None
         from ..corpus import KINDS
 
         if self.kinds is not None and (not self.kinds or any(kind not in KINDS for kind in self.kinds)):
@@ -263,7 +268,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     if overrides.get("target_entry_input") is True:
         draft = add_entry_input(draft)
         overrides.pop("target_entry_input")
-    if overrides.get("extra_target_layer_indices"):  # new query blocks, computing the same at first
+    if "extra_target_layer_indices" in overrides:  # new query blocks, computing the same at first
         draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
     if "target_layer_index" in overrides and _same_layer(draft.config, overrides["target_layer_index"]):
         overrides.pop("target_layer_index")  # -1 and the last layer's number name one layer

@@ -3,8 +3,8 @@ MLP (`widen_mlp`), the cross-attention's learned log-length temperature (`add_le
 direct read of the newest target entry (`add_entry_input`), or its reads of more target layers
 (`add_target_layers`).
 
-The new hidden units get random input rows (gate and up, at the config's initializer_range) and zero
-output columns (down): they add nothing until training moves those columns, so the widened draft
+The new hidden units (and query heads) get random input rows (gate and up; q_proj), at the config's
+initializer_range, and zero output columns (down; o_proj): they add nothing until training moves those columns, so the widened draft
 starts exactly where the trained one stands (the zero-initialised half of a LoRA pair, the same way).
 """
 
@@ -15,6 +15,18 @@ from torch import nn
 
 from ..errors import TrainingRecipeError
 from ..modeling_longspec import LongSpecDraftModel, ZeroStartLinear
+
+
+def _grown(old: nn.Linear, new_part: torch.Tensor, along: int) -> nn.Linear:
+    """`old` with `new_part` appended to its weight: along 0, new output rows (their bias entries zero); along
+    1, new input columns (the bias, of the outputs, unchanged)."""
+    rows, cols = old.weight.shape[0] + new_part.shape[0] * (along == 0), old.weight.shape[1] + new_part.shape[1] * (along == 1)
+    layer = nn.Linear(cols, rows, bias=old.bias is not None, device=old.weight.device, dtype=old.weight.dtype)
+    with torch.no_grad():
+        layer.weight.copy_(torch.cat([old.weight, new_part.to(old.weight)], dim=along))
+        if old.bias is not None:
+            layer.bias.copy_(old.bias if along == 1 else torch.cat([old.bias, old.bias.new_zeros(new_part.shape[0])]))
+    return layer
 
 
 def widen_mlp(draft: LongSpecDraftModel, intermediate_size: int, seed: int = 0) -> LongSpecDraftModel:
@@ -29,19 +41,10 @@ def widen_mlp(draft: LongSpecDraftModel, intermediate_size: int, seed: int = 0) 
     extra = intermediate_size - width
     generator = torch.Generator().manual_seed(seed)
     std = draft.config.initializer_range
-
-    def grown(old: nn.Linear, rows: int, cols: int, new_part: torch.Tensor, along: int) -> nn.Linear:
-        layer = nn.Linear(cols, rows, bias=old.bias is not None, device=old.weight.device, dtype=old.weight.dtype)
-        with torch.no_grad():
-            layer.weight.copy_(torch.cat([old.weight, new_part.to(old.weight)], dim=along))
-            if old.bias is not None:  # gate/up biases grow (zero for the new units); down's bias stays
-                layer.bias.copy_(old.bias if along == 1 else torch.cat([old.bias, old.bias.new_zeros(extra)]))
-        return layer
-
     hidden = mlp.gate_proj.in_features
-    mlp.gate_proj = grown(mlp.gate_proj, intermediate_size, hidden, torch.randn(extra, hidden, generator=generator) * std, 0)
-    mlp.up_proj = grown(mlp.up_proj, intermediate_size, hidden, torch.randn(extra, hidden, generator=generator) * std, 0)
-    mlp.down_proj = grown(mlp.down_proj, hidden, intermediate_size, torch.zeros(hidden, extra), 1)
+    mlp.gate_proj = _grown(mlp.gate_proj, torch.randn(extra, hidden, generator=generator) * std, along=0)
+    mlp.up_proj = _grown(mlp.up_proj, torch.randn(extra, hidden, generator=generator) * std, along=0)
+    mlp.down_proj = _grown(mlp.down_proj, torch.zeros(hidden, extra), along=1)
     draft.config.intermediate_size = intermediate_size
     return draft
 
@@ -86,37 +89,37 @@ def add_target_layers(draft: LongSpecDraftModel, extra: list[int], seed: int = 0
     """`draft` reading target layers `extra` too (`extra_target_layer_indices`, configuration_longspec.py), in
     place: each new layer's block of query heads gets random q_proj rows and zero o_proj columns (and zero
     length gains, where the draft has them), so it computes the same until training moves those columns."""
-    have = list(draft.config.extra_target_layer_indices)
-    extra = list(extra)
-    if have:
-        if have != extra:
+    if not isinstance(extra, (list, tuple)):
+        raise TrainingRecipeError(f"extra_target_layer_indices={extra!r}; allowed: a list of distinct ints (target "
+                                  "layers the cross-attention also reads)")
+    config, extra = draft.config, list(extra)
+    have = list(config.extra_target_layer_indices)
+    if have or not extra:
+        if _resolved(config, have) != _resolved(config, extra):
             raise TrainingRecipeError(f"extra_target_layer_indices={extra} asked of a draft trained with {have}; allowed: "
                                       "its own layers (its query blocks learned those layers' keys)")
         return draft
-    draft.config.extra_target_layer_indices = extra
+    config.extra_target_layer_indices = extra
     try:
-        draft.config._validate_longspec_fields()
+        config._validate_longspec_fields()
     except ValueError as error:  # refused by name, the draft left as it was
-        draft.config.extra_target_layer_indices = have
+        config.extra_target_layer_indices = have
         raise TrainingRecipeError(str(error)) from None
     attention = draft.cross_attn
-    weight, block = attention.q_proj.weight, attention.q_proj.weight.shape[0]
-    added = block * len(extra)
-    generator = torch.Generator().manual_seed(seed)
-    q_proj = nn.Linear(weight.shape[1], block + added, bias=attention.q_proj.bias is not None,
-                       device=weight.device, dtype=weight.dtype)
-    o_proj = nn.Linear(block + added, weight.shape[1], bias=False, device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        new_rows = torch.randn(added, weight.shape[1], generator=generator) * draft.config.initializer_range
-        q_proj.weight.copy_(torch.cat([weight, new_rows.to(weight)]))
-        if attention.q_proj.bias is not None:
-            q_proj.bias.copy_(torch.cat([attention.q_proj.bias, attention.q_proj.bias.new_zeros(added)]))
-        o_proj.weight.copy_(torch.cat([attention.o_proj.weight, attention.o_proj.weight.new_zeros(weight.shape[1], added)],
-                                      dim=1))
-    attention.q_proj, attention.o_proj = q_proj, o_proj
+    weight = attention.q_proj.weight
+    added = weight.shape[0] * len(extra)
+    new_rows = torch.randn(added, weight.shape[1], generator=torch.Generator().manual_seed(seed))
+    attention.q_proj = _grown(attention.q_proj, new_rows * config.initializer_range, along=0)
+    attention.o_proj = _grown(attention.o_proj, torch.zeros(weight.shape[1], added), along=1)
     if attention.length_gain is not None:
         gain = attention.length_gain
         attention.length_gain = nn.Parameter(torch.cat([gain.detach(), gain.new_zeros(attention.heads_per_layer * len(extra))]))
     attention.num_layers = 1 + len(extra)
     attention.num_heads = attention.heads_per_layer * attention.num_layers
     return draft
+
+
+def _resolved(config, layers: list[int]) -> list[int]:
+    """`layers` as non-negative numbers where the target's layer count is known (-1 and its last number agree)."""
+    count = config.target_num_hidden_layers
+    return [index % count if count and -count <= index < count else index for index in layers]
