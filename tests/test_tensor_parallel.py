@@ -36,15 +36,18 @@ def _run(launcher, tmp_path, name, reference=None):
     return [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
 
 
-@pytest.fixture(scope="module")
-def saved_pair(tmp_path_factory):
+@pytest.fixture(scope="module", params=[[], [0]], ids=["last_layer", "also_layer0"])
+def saved_pair(tmp_path_factory, request):
+    """A target and a draft reading its last layer, or also layer 0 (extra_target_layer_indices: each rank
+    then computes its KV heads' share of both query blocks)."""
     from hf_longspec import LongSpecDraftModel
 
     folder = tmp_path_factory.mktemp("tp")
     # vocab 256: transformers 5.17 needs the LM head's rows to split evenly over the ranks
     target = tiny_llama(vocab_size=256, hidden_size=64, heads=4, kv_heads=2, layers=2, initializer_range=0.3)
     target.save_pretrained(folder / "target")
-    draft = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=[2, 3, 3])
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=[2, 3, 3],
+                                           extra_target_layer_indices=request.param)
     with torch.no_grad():
         for parameter in draft.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.1)
