@@ -44,17 +44,17 @@ from hf_longspec.target_support import cache_argument_name, target_layer_kv  # n
 
 
 @torch.no_grad()
-def target_pass_layers(target, ids: torch.Tensor, layers):
-    """The target's logits over `ids` (1, S) and {layer: (keys, values)} of each of `layers`, from one forward."""
+def target_pass_cache(target, ids: torch.Tensor):
+    """The target's logits over `ids` (1, S) and the cache its forward filled (every layer's K/V)."""
     cache = DynamicCache(config=target.config)
     logits = target(input_ids=ids, use_cache=True, **{cache_argument_name(target): cache}).logits
-    return logits[0], {layer: target_layer_kv(cache, layer) for layer in layers}
+    return logits[0], cache
 
 
 def target_pass(target, ids: torch.Tensor, layer: int):
     """The target's logits and the K/V of `layer` over `ids` (1, S)."""
-    logits, kv = target_pass_layers(target, ids, [layer])
-    return logits, *kv[layer]
+    logits, cache = target_pass_cache(target, ids)
+    return logits, *target_layer_kv(cache, layer)
 
 
 def cross_attention_mask(seq: int, queries: int, shift: int, recent: int | None, anchors: int) -> torch.Tensor:

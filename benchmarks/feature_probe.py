@@ -89,11 +89,12 @@ from hf_longspec.evaluation import prompt_digest
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
+from hf_longspec.target_support import target_layers_kv
 from hf_longspec.training.run import TrainRecipe, initial_draft, new_draft, train_draft
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ablate_training import dataset_for, eval_prompts, held_out_tau  # noqa: E402  (sibling scripts)
-from draft_context_probe import target_pass_layers  # noqa: E402
+from draft_context_probe import target_pass_cache  # noqa: E402
 
 LAGS = (1, 3)
 
@@ -284,14 +285,12 @@ def agreements(target, drafts: dict, prompts, scored: int, chain_depth: int = 0)
     set beside lag-1 top-1 / top-4 agreement, confidence shows that."""
     per_cell: dict = {name: {} for name in drafts}
     lags = sorted(set(LAGS) | set(range(1, chain_depth + 1)))
-    layers = sorted({layer for draft in drafts.values() for layer in draft.target_layers})  # each draft its own
     for kind, length, ids in prompts:
-        target_logits, kv = target_pass_layers(target, ids, layers)
+        target_logits, cache = target_pass_cache(target, ids)
         greedy = target_logits[-scored - 1 : -1].argmax(-1)
         del target_logits
         for name, draft in drafts.items():
-            reads = [kv[layer] for layer in draft.target_layers]  # side by side on the head axis, as in training
-            keys, values = (torch.cat([pair[i] for pair in reads], dim=1) for i in (0, 1))
+            keys, values = target_layers_kv(cache, draft.target_layers)  # each its own layers, as in training
             cell = per_cell[name].setdefault(f"{kind}@{length}", {})
             hits: dict = {"top1": [], "top4": []}
             for lag in lags:  # the draft's logits at j and the target's at j both predict token j + 1

@@ -183,14 +183,7 @@ class LongSpecDraftConfig(PretrainedConfig):
                 or len(set(extra)) != len(extra)):
             raise ValueError(f"extra_target_layer_indices must be a list of distinct ints (target layers the "
                              f"cross-attention also reads; [] for none), got {extra!r}")
-        layers = self.target_num_hidden_layers
-        read = [self.target_layer_index, *extra]
-        if layers and all(-layers <= index < layers for index in read):
-            read = [index % layers for index in read]  # -1 and the last layer's number name one layer
-        if len(set(read)) != len(read):
-            raise ValueError(f"the draft would read target layers {read} (target_layer_index {self.target_layer_index}, "
-                             f"extra_target_layer_indices {extra}) with one of them twice; allowed: distinct layers "
-                             "(-1 and the last layer's number name the same one)")
+        self.check_layers_read_once()
         if extra and self.target_entry_input:
             raise ValueError("extra_target_layer_indices cannot be combined with target_entry_input=True (the newest "
                              "entry is read from one layer); allowed: one of the two")
@@ -224,6 +217,23 @@ class LongSpecDraftConfig(PretrainedConfig):
                 raise ValueError("target_layer_index < 0 needs target_num_hidden_layers to be known")
             index += self.target_num_hidden_layers
         return index
+
+    def resolve_layer(self, index: int, num_layers: int | None = None) -> int:
+        """`index` as a layer number >= 0 where the target's layer count (`num_layers`, by default
+        target_num_hidden_layers) is known and `index` lies within it (-1 and the last layer's number name
+        one layer); otherwise as given."""
+        layers = num_layers or self.target_num_hidden_layers
+        return index % layers if layers and -layers <= index < layers else index
+
+    def check_layers_read_once(self, num_layers: int | None = None, error: type[ValueError] = ValueError) -> None:
+        """Refuse (with `error`) a target layer named twice among target_layer_index and
+        extra_target_layer_indices, as far as the layer count (`resolve_layer`) tells."""
+        read = [self.resolve_layer(index, num_layers) for index in (self.target_layer_index,
+                                                                     *self.extra_target_layer_indices)]
+        if len(set(read)) != len(read):
+            raise error(f"the draft would read target layers {read} (target_layer_index {self.target_layer_index}, "
+                        f"extra_target_layer_indices {self.extra_target_layer_indices}) with one of them twice; "
+                        "allowed: distinct layers (-1 and the last layer's number name the same one)")
 
     @property
     def resolved_target_layers(self) -> tuple[int, ...]:

@@ -429,13 +429,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
                 f"extra_target_layer_indices {outside} are outside the target's {layers} layers "
                 f"(allowed: {-layers}..{layers - 1})"
             )
-        read = [index % layers for index in (self.config.target_layer_index, *self.config.extra_target_layer_indices)]
-        if len(set(read)) != len(read):
-            raise IncompatibleDraftError(
-                f"the draft would read target layers {read} (target_layer_index {self.config.target_layer_index}, "
-                f"extra_target_layer_indices {self.config.extra_target_layer_indices}) with one of them twice; "
-                "allowed: distinct layers (-1 and the last layer's number name the same one)"
-            )
+        self.config.check_layers_read_once(layers, IncompatibleDraftError)
         shard = target_head_shard(target)
         if shard is not None:
             check_shardable(target_config, shard)

@@ -118,10 +118,8 @@ def _layer_label(config: LongSpecDraftConfig) -> str:
     label = str(index)
     if index < 0 and config.target_num_hidden_layers:
         label = f"{config.resolved_target_layer_index} ({'the last' if index == -1 else f'{index} from the end'})"
-    extra = getattr(config, "extra_target_layer_indices", None)
-    if extra:
-        layers = config.resolved_target_layers[1:] if config.target_num_hidden_layers else extra
-        label += ", and also " + ", ".join(map(str, layers))
+    if config.extra_target_layer_indices:
+        label += ", and also " + ", ".join(str(config.resolve_layer(i)) for i in config.extra_target_layer_indices)
     return label
 
 

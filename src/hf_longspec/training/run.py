@@ -283,10 +283,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
 
 def _same_layer(config, asked: int) -> bool:
     """Whether `asked` names the layer a saved draft's config reads (-1 and the last layer's number do)."""
-    layers = config.target_num_hidden_layers
-    if layers is None or not -layers <= asked < layers:
-        return config.target_layer_index == asked
-    return config.resolved_target_layer_index == asked % layers
+    return config.resolve_layer(asked) == config.resolve_layer(config.target_layer_index)
 
 
 def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:

@@ -4,8 +4,9 @@ direct read of the newest target entry (`add_entry_input`), or its reads of more
 (`add_target_layers`).
 
 The new hidden units (and query heads) get random input rows (gate and up; q_proj), at the config's
-initializer_range, and zero output columns (down; o_proj): they add nothing until training moves those columns, so the widened draft
-starts exactly where the trained one stands (the zero-initialised half of a LoRA pair, the same way).
+initializer_range, and zero output columns (down; o_proj): they add nothing until training moves those
+columns, so the widened draft starts exactly where the trained one stands (the zero-initialised half of
+a LoRA pair, the same way).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from ..modeling_longspec import LongSpecDraftModel, ZeroStartLinear
 def _grown(old: nn.Linear, new_part: torch.Tensor, along: int) -> nn.Linear:
     """`old` with `new_part` appended to its weight: along 0, new output rows (their bias entries zero); along
     1, new input columns (the bias, of the outputs, unchanged)."""
-    rows, cols = old.weight.shape[0] + new_part.shape[0] * (along == 0), old.weight.shape[1] + new_part.shape[1] * (along == 1)
-    layer = nn.Linear(cols, rows, bias=old.bias is not None, device=old.weight.device, dtype=old.weight.dtype)
     with torch.no_grad():
-        layer.weight.copy_(torch.cat([old.weight, new_part.to(old.weight)], dim=along))
+        weight = torch.cat([old.weight, new_part.to(old.weight)], dim=along)
+        layer = nn.Linear(weight.shape[1], weight.shape[0], bias=old.bias is not None,
+                          device=weight.device, dtype=weight.dtype)
+        layer.weight.copy_(weight)
         if old.bias is not None:
             layer.bias.copy_(old.bias if along == 1 else torch.cat([old.bias, old.bias.new_zeros(new_part.shape[0])]))
     return layer
@@ -95,9 +97,9 @@ def add_target_layers(draft: LongSpecDraftModel, extra: list[int], seed: int = 0
     config, extra = draft.config, list(extra)
     have = list(config.extra_target_layer_indices)
     if have or not extra:
-        if _resolved(config, have) != _resolved(config, extra):
-            raise TrainingRecipeError(f"extra_target_layer_indices={extra} asked of a draft trained with {have}; allowed: "
-                                      "its own layers (its query blocks learned those layers' keys)")
+        if [config.resolve_layer(i) for i in have] != [config.resolve_layer(i) for i in extra]:
+            raise TrainingRecipeError(f"extra_target_layer_indices={extra} asked of a draft trained with {have}; "
+                                      "allowed: its own layers (its query blocks learned those layers' keys)")
         return draft
     config.extra_target_layer_indices = extra
     try:
@@ -113,13 +115,9 @@ def add_target_layers(draft: LongSpecDraftModel, extra: list[int], seed: int = 0
     attention.o_proj = _grown(attention.o_proj, torch.zeros(weight.shape[1], added), along=1)
     if attention.length_gain is not None:
         gain = attention.length_gain
-        attention.length_gain = nn.Parameter(torch.cat([gain.detach(), gain.new_zeros(attention.heads_per_layer * len(extra))]))
+        new_gains = gain.new_zeros(attention.heads_per_layer * len(extra))
+        attention.length_gain = nn.Parameter(torch.cat([gain.detach(), new_gains]))
     attention.num_layers = 1 + len(extra)
     attention.num_heads = attention.heads_per_layer * attention.num_layers
     return draft
 
-
-def _resolved(config, layers: list[int]) -> list[int]:
-    """`layers` as non-negative numbers where the target's layer count is known (-1 and its last number agree)."""
-    count = config.target_num_hidden_layers
-    return [index % count if count and -count <= index < count else index for index in layers]
