@@ -361,6 +361,12 @@ def merged(paths: list[str]) -> dict:
             "machines": [report["machine"] for report in reports]}
 
 
+def seeds_shown(runs: list[dict]) -> str:
+    """What a bar of the agreement panel is: one seed's value, or the mean over several."""
+    seeds = sorted({run["seed"] for run in runs})
+    return f"(seed {seeds[0]})" if len(seeds) == 1 else f"(mean over seeds {', '.join(map(str, seeds))})"
+
+
 def plot(report: dict, path: Path) -> None:
     """Loss against steps per run, and lag-1 top-1 per cell and arm (mean over seeds) beside the start."""
     import matplotlib
@@ -368,7 +374,9 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (loss_ax, cell_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
+    with_tau = all("tau" in run for run in report["runs"])
+    fig, axes = plt.subplots(1, 2 + with_tau, figsize=(12 + 4 * with_tau, 4.2))
+    loss_ax, cell_ax = axes[:2]
     order = sorted(report["runs"], key=lambda run: (run["arm"] != "plain", run["arm"],  # plain, then by name and width
                                                     run["recipe"]["draft_overrides"].get("intermediate_size", 0)))
     arms = list(dict.fromkeys(run_label(run) for run in order))
@@ -393,8 +401,18 @@ def plot(report: dict, path: Path) -> None:
     cell_ax.set_xticks([c + width * (len(rows) - 1) / 2 for c in range(len(cells))], cells, rotation=20, fontsize=8)
     shown = [value for _, values in rows for value in values]
     cell_ax.set(ylabel="lag-1 top-1 agreement", ylim=(min(shown) - 0.05, max(shown) + 0.03),
-                title="held-out, teacher-forced (mean over seeds)")
+                title="held-out, teacher-forced " + seeds_shown(report["runs"]))
     cell_ax.legend(fontsize=8)
+    if with_tau:  # the tree alone on the same prompts: bars the mean over seeds, dots each seed
+        tau_ax = axes[2]
+        for index, arm in enumerate(arms):
+            taus = [run["tau"] for run in report["runs"] if run_label(run) == arm]
+            tau_ax.bar(index, statistics.mean(taus), color=f"C{index}", alpha=0.6)
+            tau_ax.plot([index] * len(taus), taus, "k.")
+        tau_ax.set_xticks(range(len(arms)), arms, rotation=20, fontsize=8)
+        everything = [run["tau"] for run in report["runs"]]
+        tau_ax.set(ylabel="tau, tree alone", ylim=(min(everything) - 0.15, max(everything) + 0.1),
+                   title="held-out tau " + seeds_shown(report["runs"]))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -526,6 +544,7 @@ def main(argv=None) -> int:
         (out / "feature_probe.json").write_text(json.dumps(report, indent=1))
         plot(report, out / "feature_probe.png")
         print(table(report))
+        print(paired_table(report))
         return 0
     target, tokenizer = load_embedded_target(dtype=None if args.dtype == "auto" else getattr(torch, args.dtype))
     prompts = eval_prompts(tokenizer, args.eval_lengths, args.eval_kinds, args.eval_prompts, target.device)
@@ -577,7 +596,40 @@ def main(argv=None) -> int:
             if target.device.type == "cuda":
                 torch.cuda.empty_cache()
     print(table(report))
+    print(paired_table(report))
     return 0
+
+
+def paired_against(report: dict, base: str = "plain") -> list[dict]:
+    """Each trained arm's tau against `base`'s, prompt by prompt: per prompt the difference averaged over
+    the seeds both ran (the same batches per seed), then its mean over the prompts, the standard error of
+    that mean, and the prompts better and worse. Arms without per-prompt tau, or without a `base` run of a
+    shared seed, are left out."""
+    by_arm: dict[str, dict[int, list[float]]] = {}
+    for run in report["runs"]:
+        if "tau_per_prompt" in run:
+            by_arm.setdefault(run_label(run), {})[run["seed"]] = run["tau_per_prompt"]
+    rows = []
+    for arm, seeds in by_arm.items():
+        shared = sorted(set(seeds) & set(by_arm.get(base, {})))
+        if arm == base or not shared:
+            continue
+        deltas = [statistics.mean(seeds[seed][i] - by_arm[base][seed][i] for seed in shared)
+                  for i in range(len(seeds[shared[0]]))]
+        rows.append({"arm": arm, "base": base, "seeds": shared, "prompts": len(deltas),
+                     "mean": statistics.mean(deltas), "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5,
+                     "better": sum(d > 1e-9 for d in deltas), "worse": sum(d < -1e-9 for d in deltas)})
+    return rows
+
+
+def paired_table(report: dict) -> str:
+    rows = paired_against(report)
+    if not rows:
+        return ""
+    lines = ["| arm | against | seeds | paired tau difference per prompt (± s.e.) | better / worse |", "|---|---|---|---|---|"]
+    lines += [f"| {r['arm']} | {r['base']} | {', '.join(map(str, r['seeds']))} | {r['mean']:+.3f} ± {r['stderr']:.3f} "
+              f"| {r['better']} / {r['worse']} |" for r in rows]
+    return "\n".join(lines)
 
 
 def table(report: dict) -> str:

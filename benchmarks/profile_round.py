@@ -198,6 +198,49 @@ def main_llama8b(args, device) -> dict:
     return result
 
 
+def longspec_round(target, draft, ids, length: int, rounds: int, device) -> dict:
+    """One generate() call builds and warms ``draft``'s pooled decoder; then its phases' graph replays and
+    the whole call's time per round (a 129-token call less a 1-token call)."""
+    draft.__dict__.get("_longspec_decoders", {}).clear()  # so that the warm-up call builds the one decoder
+    target.generate(ids, assistant_model=draft, max_new_tokens=rounds * 6 + 8, do_sample=False)
+    (decoder,) = [d for pool in draft.__dict__["_longspec_decoders"].values() for d in pool]
+    return {"graph": phase_replay_ms(decoder, length, 20, torch.device(device)),
+            **generate_per_round(target, draft, ids, device)}
+
+
+def generate_per_round(target, draft, ids, device) -> dict:
+    """The whole generate() call per round: (129-token call - 1-token call) / rounds. Both calls run once
+    untimed first: the two lengths may fall in different cache-size buckets, and a call that builds its
+    decoder (compile, capture) must not be the one timed; before this warm-up the 2026-12-03 run read
+    1.03 ms per round against a 3.5 ms captured round."""
+    def call(new):
+        target.generate(ids, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+
+    for new in (1, 129):
+        call(new)
+    walls = {}
+    for new in (1, 129):
+        sync(device)
+        begin = time.perf_counter()
+        call(new)
+        sync(device)
+        walls[new] = time.perf_counter() - begin
+    return {"generate_rounds": draft.last_stats.rounds, "generate_tau": draft.last_stats.tau,
+            "generate_ms_per_round": 1000 * (walls[129] - walls[1]) / max(1, draft.last_stats.rounds)}
+
+
+def grafted_rounds(target, draft, ids, extra: list[int], length: int, rounds: int, device) -> dict:
+    """The round of a draft that also reads target layers ``extra`` (issue 12), beside the shipped draft's
+    in the same process. The blocks are grafted with zero output columns, so the grafted draft proposes
+    the same trees (same tau) and only the round's cost differs."""
+    from hf_longspec.training.widen import add_target_layers
+
+    grafted = add_target_layers(load_embedded_draft(target), extra).to(device=device, dtype=draft.dtype)
+    return {"extra_target_layer_indices": extra,
+            "shipped": longspec_round(target, draft, ids, length, rounds, device),
+            "grafted": longspec_round(target, grafted, ids, length, rounds, device)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -206,6 +249,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--shape", choices=("smollm2", "llama8b"), default="smollm2")
+    parser.add_argument("--extra-target-layer-indices", type=int, nargs="+", default=None,
+                        help="also time the round of the shipped draft grafted to read these target layers too")
     args = parser.parse_args(argv)
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda"
     if args.shape == "llama8b":
@@ -236,17 +281,11 @@ def main(argv=None):
                 "graph": phase_replay_ms(decoder, length, 20, cuda),
                 "variants": variants(decoder, length, cuda),
                 "tau_of_the_warm_up_call": tau, "tree_widths": list(decoder.layout.widths)}
-    # the whole generate() call: (129-token call - 1-token call) per round, beside the round's replay
-    walls = {}
-    for new in (1, 129):
-        sync(device)
-        begin = time.perf_counter()
-        target.generate(ids, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, do_sample=False)
-        sync(device)
-        walls[new] = time.perf_counter() - begin
-    longspec["generate_rounds"] = draft.last_stats.rounds
-    longspec["generate_tau"] = draft.last_stats.tau
-    longspec["generate_ms_per_round"] = 1000 * (walls[129] - walls[1]) / max(1, draft.last_stats.rounds)
+    longspec.update(generate_per_round(target, draft, ids, device))
+
+    if args.extra_target_layer_indices:
+        longspec["grafted"] = grafted_rounds(target, draft, ids, args.extra_target_layer_indices, length,
+                                             rounds, device)
 
     # vanilla static: the step transformers compiles; 33 new tokens = 32 steps after the prefill
     target.set_attn_implementation("sdpa")
@@ -286,6 +325,15 @@ def main(argv=None):
     for title, table, unit in tables + [("vanilla static kernels", vanilla["top_kernels"], "step")]:
         lines += ["", f"{title} (per {unit}):", "", f"| kernel | calls per {unit} | ms per {unit} |", "|---|---|---|"]
         lines += [f"| `{k['name']}` | {k['calls_per_unit']:.1f} | {k['ms_per_unit']:.4f} |" for k in table]
+    if "grafted" in longspec:
+        both = longspec["grafted"]
+        lines += ["", f"Reading target layers {both['extra_target_layer_indices']} too (grafted, same trees), "
+                  "side by side:", "", "| draft | draft ms | verify ms | round ms (graph) | generate() ms per round | tau |",
+                  "|---|---|---|---|---|---|"]
+        for name in ("shipped", "grafted"):
+            g = both[name]["graph"]
+            lines.append(f"| {name} | {g['draft_ms']:.3f} | {g['verify_forward_ms']:.3f} | {g['round_ms']:.3f} | "
+                         f"{both[name]['generate_ms_per_round']:.3f} | {both[name]['generate_tau']:.2f} |")
     (out / "profile_round.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -229,3 +229,23 @@ def test_draft_width_cost_quick(tmp_path, monkeypatch, capsys, embedded):
     assert rows[1]["mlp_bytes"] == 3 * rows[0]["mlp_bytes"]
     assert all(row["round_ms"] > 0 and row["draft_ms"] > 0 and row["tree_widths"] == [4, 16, 16, 16, 16] for row in rows)
     assert "| 96 | 1536 | " in capsys.readouterr().out
+
+
+def test_source_digest_names_the_code_that_ran_not_the_commit(tmp_path):
+    """bench.machine.source_digest: a benchmark JSON's record of the code, which an edit to any Python file
+    under src/hf_longspec or benchmarks changes and a file elsewhere does not; the repository's own digest
+    is what machine_info stores."""
+    from hf_longspec.bench.machine import machine_info, source_digest
+
+    for folder, text in (("src/hf_longspec", "x = 1\n"), ("benchmarks", "y = 2\n")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "a.py").write_text(text)
+    before = source_digest(tmp_path)
+    (tmp_path / "docs.py").write_text("ignored\n")
+    assert source_digest(tmp_path) == before
+    (tmp_path / "benchmarks" / "a.py").write_text("y = 3\n")
+    assert source_digest(tmp_path) != before
+    (tmp_path / "benchmarks" / "a.py").write_text("y = 2\n")
+    (tmp_path / "benchmarks" / "b.py").write_text("")  # a new file counts too
+    assert source_digest(tmp_path) != before
+    assert machine_info(torch.device("cpu"))["source_digest"] == source_digest(REPO) != before

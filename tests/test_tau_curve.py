@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -423,6 +424,26 @@ def test_feature_probe_scores_the_token_each_position_predicts_and_merges_seeds(
         probe.merged([report(0), report(1, lr=1e-3)])
     with pytest.raises(ValueError, match=r"measured something else.*\['init_draft'\]"):
         probe.merged([report(0), report(1, init_draft="none")])
+
+
+def test_feature_probe_pairs_each_arm_with_plain_prompt_by_prompt_over_shared_seeds():
+    """benchmarks/feature_probe.py paired_against: per prompt the arm's tau less plain's, averaged over the
+    seeds both ran, then mean, standard error, better / worse; a seed plain did not run is left out."""
+    probe = load_script("benchmarks/feature_probe.py")
+
+    def run(arm, seed, taus):
+        return {"arm": arm, "seed": seed, "recipe": {"draft_overrides": {}}, "tau_per_prompt": taus}
+
+    report = {"runs": [run("plain", 0, [2.0, 3.0, 1.0]), run("plain", 1, [2.0, 2.0, 2.0]),
+                       run("plus4", 0, [2.5, 3.0, 0.0]), run("plus4", 1, [3.5, 2.0, 2.0]),
+                       run("plus4", 2, [9.0, 9.0, 9.0]), run("plus15", 2, [5.0, 5.0, 5.0])]}
+    (row,) = probe.paired_against(report)  # plus15 shares no seed with plain
+    assert (row["arm"], row["seeds"], row["prompts"]) == ("plus4", [0, 1], 3)
+    deltas = [1.0, 0.0, -0.5]  # prompt by prompt, the mean of seed 0's and seed 1's differences
+    assert row["mean"] == pytest.approx(sum(deltas) / 3)
+    assert row["stderr"] == pytest.approx(statistics.stdev(deltas) / math.sqrt(3))
+    assert (row["better"], row["worse"]) == (1, 1)
+    assert "| plus4 | plain | 0, 1 | +0.167 ± 0.441 | 1 / 1 |" in probe.paired_table(report)
 
 
 def test_feature_probe_chain_length_stops_at_the_first_miss_and_reads_depth_d_at_its_own_position():
