@@ -40,7 +40,7 @@ from tau_curve import build_prompts  # noqa: E402  (the same prompts as the tau 
 from hf_longspec.demo import load_draft_for  # noqa: E402
 from hf_longspec.embedded import load_embedded_target  # noqa: E402
 from hf_longspec.modeling_longspec import attend  # noqa: E402
-from hf_longspec.target_support import cache_argument_name, target_layer_kv  # noqa: E402
+from hf_longspec.target_support import cache_argument_name, target_layers_kv  # noqa: E402
 
 
 @torch.no_grad()
@@ -51,10 +51,12 @@ def target_pass_cache(target, ids: torch.Tensor):
     return logits[0], cache
 
 
-def target_pass(target, ids: torch.Tensor, layer: int):
-    """The target's logits and the K/V of `layer` over `ids` (1, S)."""
+def target_pass(target, ids: torch.Tensor, layers):
+    """The target's logits and the K/V of `layers` (a draft's `target_layers`) over `ids` (1, S), side by
+    side on the head axis as the draft's training forward reads them, so a draft that reads several
+    target layers (`extra_target_layer_indices`) is probed on all of them."""
     logits, cache = target_pass_cache(target, ids)
-    return logits, *target_layer_kv(cache, layer)
+    return logits, *target_layers_kv(cache, layers)
 
 
 def cross_attention_mask(seq: int, queries: int, shift: int, recent: int | None, anchors: int) -> torch.Tensor:
@@ -104,7 +106,7 @@ def agreement(draft_out: torch.Tensor, target_out: torch.Tensor) -> dict:
 
 def check_against_training_forward(draft, target, ids: torch.Tensor, shift: int) -> None:
     """The unrestricted reading must be the draft's own training forward (same modules, same math)."""
-    _, keys, values = target_pass(target, ids, draft.target_layer_index)
+    _, keys, values = target_pass(target, ids, draft.target_layers)
     mine = draft_logits(draft, ids, keys, values, 64, shift, None)
     with torch.no_grad():
         theirs = draft(ids, keys, values, noise_shift=shift).logits[0, -64:]
@@ -124,7 +126,7 @@ def with_continuation(target, long_prompt: dict, short_prompt: dict, tokens: int
 
 
 def probe(target, draft, long_prompt: dict, short_prompt: dict, args) -> dict:
-    layer = draft.target_layer_index
+    layers = draft.target_layers
     result = {"kind": long_prompt["kind"], "index": long_prompt["index"], "source": long_prompt.get("source")}
     if args.continuation:
         long_prompt, short_prompt = with_continuation(target, long_prompt, short_prompt, args.continuation,
@@ -132,7 +134,7 @@ def probe(target, draft, long_prompt: dict, short_prompt: dict, args) -> dict:
     runs = {}
     for name, prompt in (("short", short_prompt), ("long", long_prompt)):
         ids = torch.tensor([prompt["input_ids"]])
-        logits, keys, values = target_pass(target, ids, layer)
+        logits, keys, values = target_pass(target, ids, layers)
         runs[name] = (ids, logits[-args.queries:], keys, values)
     result["target_same_label"] = float((runs["short"][1].argmax(-1) == runs["long"][1].argmax(-1)).float().mean())
     result["target_top1_prob"] = {name: float(run[1].softmax(-1).amax(-1).mean()) for name, run in runs.items()}

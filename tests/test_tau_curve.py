@@ -271,7 +271,8 @@ def test_lookup_tau_rebuilds_the_prompts_the_run_measured(tau_curve, embedded):
     assert lookup.replay_prompts(tokenizer, {**settings, "align": "start"}) == start
 
 
-def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_says():
+@pytest.mark.parametrize("extra_layers", [[], [0]], ids=["one_layer", "two_layers"])
+def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_says(extra_layers):
     """benchmarks/draft_context_probe.py: its unrestricted reading is the draft's training forward
     (also with a learned length temperature and the direct read of the newest entry), and `recent` keeps the anchors and the last R entries
     a query may read, nothing else."""
@@ -283,14 +284,15 @@ def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_s
     assert [row.nonzero().flatten().tolist() for row in mask] == [[0, 1, 4, 5, 6, 7], [0, 1, 5, 6, 7, 8],
                                                                    [0, 1, 6, 7, 8, 9]]
     target = tiny_llama(layers=2, initializer_range=0.2)
-    draft = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=32,
-                                           target_entry_input=True)
+    # the direct read of the newest entry is for one-layer drafts only (configuration_longspec.py)
+    options = {"extra_target_layer_indices": extra_layers} if extra_layers else {"target_entry_input": True}
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16, cross_attention_length_scale=32, **options)
     with torch.no_grad():
         for p in draft.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     ids = torch.randint(0, 96, (1, 100), generator=torch.Generator().manual_seed(0))
     probe.check_against_training_forward(draft, target, ids, shift=2)  # raises on a mismatch
-    _, keys, values = probe.target_pass(target, ids, draft.target_layer_index)
+    _, keys, values = probe.target_pass(target, ids, draft.target_layers)
     whole = probe.draft_logits(draft, ids, keys, values, 8, 2, None)
     assert torch.equal(probe.draft_logits(draft, ids, keys, values, 8, 2, 100), whole)
     assert not torch.allclose(probe.draft_logits(draft, ids, keys, values, 8, 2, 4), whole, atol=1e-4)
