@@ -40,8 +40,8 @@ import torch
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import (held_out_prompts, known_digests, measure_tau, prompt_digest, same_prompts,
-                                    suffix_ids)
+from hf_longspec.evaluation import (held_out_prompts, known_digests, measure_tau, paired_difference, prompt_digest,
+                                    same_prompts, suffix_ids)
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
@@ -215,10 +215,15 @@ def against_start(runs: list[dict], start: dict) -> list[dict]:
     and on how many prompt-seed pairs it is better or worse: did the training help at all?"""
     rows = []
     for name in dict.fromkeys(run["variant"] for run in runs):
-        deltas = [mine - theirs for run in runs if run["variant"] == name
-                  for mine, theirs in zip(run["tau_per_prompt"], start["tau_per_prompt"])]
-        rows.append({"variant": name, "paired_delta_mean": statistics.mean(deltas),
-                     "prompts_better": sum(d > 0 for d in deltas), "prompts_worse": sum(d < 0 for d in deltas)})
+        mine = [run for run in runs if run["variant"] == name]
+        pairs = paired_difference([tau - theirs for run in mine
+                                   for tau, theirs in zip(run["tau_per_prompt"], start["tau_per_prompt"])])
+        # the standard error over prompts, each prompt's difference averaged over the seeds first (a prompt's
+        # seeds are not independent samples)
+        per_prompt = paired_difference([statistics.mean(run["tau_per_prompt"][i] for run in mine) - theirs
+                                        for i, theirs in enumerate(start["tau_per_prompt"])])
+        rows.append({"variant": name, "paired_delta_mean": pairs["mean"], "paired_delta_stderr": per_prompt["stderr"],
+                     "prompts_better": pairs["better"], "prompts_worse": pairs["worse"]})
     return rows
 
 
@@ -226,7 +231,9 @@ def start_table(report: dict) -> str:
     start = report["start"]
     lines = [f"| against the start ({start['draft']}, tau {start['tau']:.3f}) | paired delta | prompt-seed pairs better / worse |",
              "|---|---|---|"]
-    lines += [f"| {row['variant']} | {row['paired_delta_mean']:+.3f} | {row['prompts_better']} / {row['prompts_worse']} |"
+    lines += [f"| {row['variant']} | {row['paired_delta_mean']:+.3f}"
+              + (f" ± {row['paired_delta_stderr']:.3f}" if "paired_delta_stderr" in row else "")
+              + f" | {row['prompts_better']} / {row['prompts_worse']} |"
               for row in report.get("against_start", [])]
     return "\n".join(lines)
 

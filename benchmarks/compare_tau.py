@@ -14,6 +14,8 @@ import argparse
 import json
 import statistics
 
+from hf_longspec.evaluation import paired_difference
+
 
 def load_runs(path: str, lengths=None) -> dict[tuple, dict]:
     runs = json.load(open(path))["runs"]
@@ -64,10 +66,9 @@ def compare(named: dict[str, dict[tuple, dict]]) -> str:
     lines.append("| acceptance reaching depth 1-5 | " + " | ".join(
         " / ".join(f"{100 * x:.0f}" for x in reach(cell(n))) + "%" for n in names) + " |")
     base, new = names[0], names[-1]
-    deltas = [pick[new][k]["tau"] - pick[base][k]["tau"] for k in keys]
-    lines += ["", f"{new} against {base}: better on {sum(d > 1e-9 for d in deltas)}, worse on "
-              f"{sum(d < -1e-9 for d in deltas)}, equal on {sum(abs(d) <= 1e-9 for d in deltas)}; "
-              f"mean paired difference {statistics.mean(deltas):+.3f}", "",
+    paired = paired_difference([pick[new][k]["tau"] - pick[base][k]["tau"] for k in keys])
+    lines += ["", f"{new} against {base}: better on {paired['better']}, worse on {paired['worse']}, equal on "
+              f"{paired['equal']}; mean paired difference {paired['mean']:+.3f} ± {paired['stderr']:.3f} (s.e.)", "",
               f"Per cell, {new} ({base} in brackets):", "",
               "| context | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
     for length in lengths:

@@ -85,7 +85,7 @@ from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
-from hf_longspec.evaluation import prompt_digest
+from hf_longspec.evaluation import paired_difference, prompt_digest
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
@@ -616,9 +616,7 @@ def paired_against(report: dict, base: str = "plain") -> list[dict]:
             continue
         deltas = [statistics.mean(seeds[seed][i] - by_arm[base][seed][i] for seed in shared)
                   for i in range(len(seeds[shared[0]]))]
-        rows.append({"arm": arm, "base": base, "seeds": shared, "prompts": len(deltas),
-                     "mean": statistics.mean(deltas), "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5,
-                     "better": sum(d > 1e-9 for d in deltas), "worse": sum(d < -1e-9 for d in deltas)})
+        rows.append({"arm": arm, "base": base, "seeds": shared, "prompts": len(deltas), **paired_difference(deltas)})
     return rows
 
 

@@ -1,5 +1,8 @@
 """hf_longspec.evaluation: held-out prompts whose lengths continue the same text."""
 
+import math
+import statistics
+
 import pytest
 
 from hf_longspec.evaluation import held_out_prompts, suffix_ids
@@ -45,3 +48,15 @@ def test_prompt_digest_names_the_token_ids_and_same_prompts_compares_them():
     assert same_prompts(named, named) and same_prompts(named, plain) and same_prompts(plain, named)
     assert not same_prompts(named, [{**named[0], "digest": prompt_digest([2, 1])}])
     assert not same_prompts(plain, [{"kind": "code", "length": 8000}]) and not same_prompts(plain, plain * 2)
+
+
+def test_paired_difference_is_the_mean_its_standard_error_and_the_counts():
+    """evaluation.paired_difference, which feature_probe, compare_tau and ablate_training report: a
+    difference of exactly zero counts as equal, not better or worse."""
+    from hf_longspec.evaluation import paired_difference
+
+    paired = paired_difference([0.5, -0.25, 0.0, 1.0])
+    assert paired["mean"] == pytest.approx(0.3125)
+    assert paired["stderr"] == pytest.approx(statistics.stdev([0.5, -0.25, 0.0, 1.0]) / 2)
+    assert (paired["better"], paired["worse"], paired["equal"], paired["count"]) == (2, 1, 1, 4)
+    assert math.isnan(paired_difference([0.3])["stderr"])  # one prompt has no spread to measure

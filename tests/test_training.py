@@ -849,9 +849,12 @@ def test_ablation_against_the_start_pairs_every_run_with_the_starting_draft():
             {"variant": "base", "seed": 1, "tau_per_prompt": [2.5, 2.0]},
             {"variant": "long", "seed": 0, "tau_per_prompt": [3.0, 3.5]}]
     base, long = script.against_start(runs, {"tau_per_prompt": [2.0, 3.0]})  # prompt by prompt
+    # the standard error is over prompts, each prompt's difference averaged over the seeds first: base's are
+    # +0.25 and -0.5
     assert base == {"variant": "base", "paired_delta_mean": pytest.approx((0.0 + 0.0 + 0.5 - 1.0) / 4),
-                    "prompts_better": 1, "prompts_worse": 1}
+                    "paired_delta_stderr": pytest.approx(0.375), "prompts_better": 1, "prompts_worse": 1}
     assert long["paired_delta_mean"] == pytest.approx(0.75) and (long["prompts_better"], long["prompts_worse"]) == (2, 0)
+    assert long["paired_delta_stderr"] == pytest.approx(0.25)
     with pytest.raises(SystemExit):
         script.parse_args(["--out", "x", "--init-draft", "untrained", "--eval-start"])
 
@@ -1052,6 +1055,7 @@ def test_ablation_merge_keeps_the_start_that_one_call_measured(tmp_path, capsys)
     merged = json.loads((tmp_path / "merged" / "ablation.json").read_text())
     assert merged["start"]["tau"] == 2.5
     assert merged["against_start"][1] == {"variant": "new", "paired_delta_mean": pytest.approx((0.0 + 0.5 - 0.5 + 0.1) / 4),
+                                          "paired_delta_stderr": pytest.approx(0.275),  # prompts: -0.25, +0.3
                                           "prompts_better": 2, "prompts_worse": 1}
     assert "| start | code | 2.50 | 2.50 | 1.00x |" in capsys.readouterr().out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import statistics
 
 import torch
 
@@ -15,6 +16,17 @@ def prompt_digest(ids) -> str:
     script that rebuilds or pairs prompts can tell whether they are the same ones."""
     flat = ids.flatten().tolist() if isinstance(ids, torch.Tensor) else ids
     return hashlib.sha256(",".join(str(int(token)) for token in flat).encode()).hexdigest()[:16]
+
+
+def paired_difference(deltas: list[float]) -> dict:
+    """One draft's tau less another's, prompt by prompt on the same prompts: the mean difference, its
+    standard error over the prompts, and how many prompts are better, worse or equal. Pairing removes
+    the prompts' own spread, which is far larger than a training lever's effect."""
+    deltas = list(deltas)
+    return {"mean": statistics.mean(deltas),
+            "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5 if len(deltas) > 1 else float("nan"),
+            "better": sum(d > 1e-9 for d in deltas), "worse": sum(d < -1e-9 for d in deltas),
+            "equal": sum(abs(d) <= 1e-9 for d in deltas), "count": len(deltas)}
 
 
 def same_prompts(first: list[dict], second: list[dict]) -> bool:
