@@ -258,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "draft; the --init-draft's own)")
     train.add_argument("--extra-target-layer-indices", type=int, nargs="+", default=None, metavar="N",
                        help="more target layers whose K/V the cross-attention also reads, each through its own query "
-                            "heads (default: none for a new draft; the --init-draft's own)")
+                            "heads (default: none for a new draft; the --init-draft's own). Train such a draft from "
+                            "an untrained one: grafted onto a trained draft, the new heads learned nothing measurable "
+                            "in 800 steps (docs/training.md)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,
