@@ -210,9 +210,9 @@ def longspec_round(target, draft, ids, length: int, rounds: int, device) -> dict
 
 def generate_per_round(target, draft, ids, device) -> dict:
     """The whole generate() call per round: (129-token call - 1-token call) / rounds. Both calls run once
-    untimed first: the two lengths may fall in different cache-size buckets, and a call that builds its
-    decoder (compile, capture) must not be the one timed; before this warm-up the 2026-12-03 run read
-    1.03 ms per round against a 3.5 ms captured round."""
+    untimed first, so that neither timed call is the first of its kind (the two lengths fall in different
+    cache-size buckets). Without this warm-up, the 2026-12-03 run read 1.03 ms per round against a
+    3.5 ms captured round, after the profiles and the tile variants had run."""
     def call(new):
         target.generate(ids, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, do_sample=False)
 
