@@ -41,7 +41,7 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import (held_out_prompts, known_digests, measure_tau, paired_difference, prompt_digest,
-                                    same_prompts, suffix_ids)
+                                    same_prompts, seed_averaged_deltas, suffix_ids)
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.run import TrainRecipe, build_dataset, initial_draft, train_draft
 
@@ -218,10 +218,9 @@ def against_start(runs: list[dict], start: dict) -> list[dict]:
         mine = [run for run in runs if run["variant"] == name]
         pairs = paired_difference([tau - theirs for run in mine
                                    for tau, theirs in zip(run["tau_per_prompt"], start["tau_per_prompt"])])
-        # the standard error over prompts, each prompt's difference averaged over the seeds first (a prompt's
-        # seeds are not independent samples)
-        per_prompt = paired_difference([statistics.mean(run["tau_per_prompt"][i] for run in mine) - theirs
-                                        for i, theirs in enumerate(start["tau_per_prompt"])])
+        # the standard error over prompts, each prompt's difference averaged over the seeds first
+        per_prompt = paired_difference(seed_averaged_deltas({run["seed"]: run["tau_per_prompt"] for run in mine},
+                                                            {run["seed"]: start["tau_per_prompt"] for run in mine}))
         rows.append({"variant": name, "paired_delta_mean": pairs["mean"], "paired_delta_stderr": per_prompt["stderr"],
                      "prompts_better": pairs["better"], "prompts_worse": pairs["worse"]})
     return rows

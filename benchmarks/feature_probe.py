@@ -85,7 +85,7 @@ from torch import nn
 
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
-from hf_longspec.evaluation import paired_difference, prompt_digest
+from hf_longspec.evaluation import paired_difference, prompt_digest, seed_averaged_deltas
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.modeling_longspec import (LongSpecCrossAttention, LongSpecDraftModel, LongSpecMLP,
                                            LongSpecRMSNorm, LongSpecSelfAttention, ZeroStartLinear)
@@ -611,11 +611,10 @@ def paired_against(report: dict, base: str = "plain") -> list[dict]:
             by_arm.setdefault(run_label(run), {})[run["seed"]] = run["tau_per_prompt"]
     rows = []
     for arm, seeds in by_arm.items():
-        shared = sorted(set(seeds) & set(by_arm.get(base, {})))
-        if arm == base or not shared:
+        deltas = seed_averaged_deltas(seeds, by_arm.get(base, {}))
+        if arm == base or not deltas:
             continue
-        deltas = [statistics.mean(seeds[seed][i] - by_arm[base][seed][i] for seed in shared)
-                  for i in range(len(seeds[shared[0]]))]
+        shared = sorted(set(seeds) & set(by_arm[base]))
         rows.append({"arm": arm, "base": base, "seeds": shared, "prompts": len(deltas), **paired_difference(deltas)})
     return rows
 

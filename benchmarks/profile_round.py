@@ -198,12 +198,19 @@ def main_llama8b(args, device) -> dict:
     return result
 
 
-def longspec_round(target, draft, ids, length: int, rounds: int, device) -> dict:
-    """One generate() call builds and warms ``draft``'s pooled decoder; then its phases' graph replays and
-    the whole call's time per round (a 129-token call less a 1-token call)."""
-    draft.__dict__.get("_longspec_decoders", {}).clear()  # so that the warm-up call builds the one decoder
+def warmed_decoder(target, draft, ids, rounds: int):
+    """The decoder one generate() call builds, compiles and warms for ``draft`` (the only one in its pool:
+    the pool is emptied first), with that call's tau."""
+    draft.__dict__.get("_longspec_decoders", {}).clear()
     target.generate(ids, assistant_model=draft, max_new_tokens=rounds * 6 + 8, do_sample=False)
     (decoder,) = [d for pool in draft.__dict__["_longspec_decoders"].values() for d in pool]
+    return decoder, draft.last_stats.tau
+
+
+def longspec_round(target, draft, ids, length: int, rounds: int, device) -> dict:
+    """``draft``'s phases as graph replays, and the whole call's time per round (a 129-token call less a
+    1-token call)."""
+    decoder, _ = warmed_decoder(target, draft, ids, rounds)
     return {"graph": phase_replay_ms(decoder, length, 20, torch.device(device)),
             **generate_per_round(target, draft, ids, device)}
 
@@ -271,9 +278,7 @@ def main(argv=None):
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
 
     # LongSpec: generate() builds, compiles and warms the pooled decoder; then each phase alone
-    target.generate(ids, assistant_model=draft, max_new_tokens=rounds * 6 + 8, do_sample=False)
-    tau = draft.last_stats.tau
-    (decoder,) = [d for pool in draft.__dict__["_longspec_decoders"].values() for d in pool]
+    decoder, tau = warmed_decoder(target, draft, ids, rounds)
     cuda = torch.device(device)
     per_phase = profile_phases(decoder, length, rounds, args.top, cuda)  # the prompt's KV is still in place
     longspec = {"per_phase": per_phase,

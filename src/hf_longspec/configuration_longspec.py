@@ -52,8 +52,10 @@ class LongSpecDraftConfig(PretrainedConfig):
       place. No cache is added: every target layer's K/V is cached anyway. Cannot be combined with
       target_entry_input. Measured (docs/training.md, twenty-third session; SmolLM2, untrained drafts, 700
       steps, two seeds): [4, 15] beside the last layer raised held-out tau by 0.165 +- 0.038 per prompt,
-      [15] alone by 0.036 +- 0.063. The shipped draft reads one layer; the round's extra cost is not
-      measured yet. Empty by default.
+      [15] alone by 0.036 +- 0.063; [4] alone by 0.209 +- 0.097 (twenty-fourth session, one seed). Reading
+      [4, 15] made the captured round at 8k 3.3% slower on the H200. Grafted onto a trained draft the new
+      heads learned nothing in 800 steps, so train such a draft from the start. The shipped draft reads
+      one layer. Empty by default.
     - num_anchor_tokens: anchors kept at positions 0..s-1 by Anchor-Offset training.
     - tree_widths: default draft tree, nodes per depth (the paper's "4 16 16 16 16").
     - tree_max_nodes: optional cap on drafted nodes per round (root excluded).
@@ -242,8 +244,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         layers = self.target_num_hidden_layers
         if any(index < 0 for index in self.extra_target_layer_indices) and layers is None:
             raise ValueError("a negative extra_target_layer_indices entry needs target_num_hidden_layers to be known")
-        extra = tuple(index + layers if index < 0 else index for index in self.extra_target_layer_indices)
-        return (self.resolved_target_layer_index, *extra)
+        return (self.resolved_target_layer_index, *(self.resolve_layer(i) for i in self.extra_target_layer_indices))
 
     @classmethod
     def from_target_config(cls, target_config: PretrainedConfig, **overrides) -> "LongSpecDraftConfig":

@@ -29,6 +29,16 @@ def paired_difference(deltas: list[float]) -> dict:
             "equal": sum(abs(d) <= 1e-9 for d in deltas), "count": len(deltas)}
 
 
+def seed_averaged_deltas(runs: dict[int, list[float]], base: dict[int, list[float]]) -> list[float]:
+    """Per prompt, tau of `runs` less that of `base` (each {seed: per-prompt tau}), averaged over the seeds
+    both ran: a seed's runs saw the same batches, and a prompt's seeds are not independent samples, so
+    the prompt is the unit `paired_difference` counts. Empty when no seed is shared."""
+    shared = sorted(set(runs) & set(base))
+    if not shared:
+        return []
+    return [statistics.mean(runs[seed][i] - base[seed][i] for seed in shared) for i in range(len(runs[shared[0]]))]
+
+
 def same_prompts(first: list[dict], second: list[dict]) -> bool:
     """Whether two reports' prompt lists ({kind, length[, digest]} each, in order) name the same prompts:
     equal kinds and lengths, and equal digests where both recorded one (reports of the sixteenth session
