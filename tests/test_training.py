@@ -355,19 +355,22 @@ class _StepsRun(TrainerCallback):
         self.steps.append(state.global_step)
 
 
-@pytest.mark.parametrize("noisy, rollout_steps", [(False, 1), (True, 1), (True, 3)])
-def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy, rollout_steps):
+@pytest.mark.parametrize("noisy, rollout_steps, extra_layers", [(False, 1, ()), (True, 1, ()), (True, 3, ()),
+                                                                 (True, 1, (0,))])
+def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path, noisy, rollout_steps, extra_layers):
     """24 steps in one go == 12 steps, interrupted, then resumed to 24: the resumed run executes only
     steps 13..24 and ends on the same weights (a different fresh init proves they come from the
     checkpoint, optimizer and scheduler state included). Rollout draws nothing at random (argmax
-    inputs), so it resumes exactly too."""
+    inputs), so it resumes exactly too. A draft that also reads another target layer, trained from an
+    untrained one, resumes the same way: the long runs of such drafts span several machines."""
     target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024, initializer_range=0.2)
 
     def recipe(name):
         return TrainRecipe(
             output_dir=str(tmp_path / name), max_steps=24, seq_len=32, batch_size=4, learning_rate=1e-2,
             warmup_steps=0, max_tokens=20_000, save_steps=12, logging_steps=1, distill="argmax", noisy=noisy,
-            kinds=["prose"], draft_overrides={"sliding_window": 16}, rollout_steps=rollout_steps,
+            kinds=["prose"], draft_overrides={"sliding_window": 16, "extra_target_layer_indices": list(extra_layers)},
+            rollout_steps=rollout_steps,
         )
 
     dataset = build_dataset(ByteTokenizer(), recipe("whole"))
@@ -384,6 +387,7 @@ def test_resume_continues_from_the_checkpoint_like_an_uninterrupted_run(tmp_path
     resumed = train_draft(target, ByteTokenizer(), interrupted, progress=False, dataset=dataset, callbacks=[steps])
 
     assert steps.steps == list(range(13, 25))
+    assert resumed.target_layers == whole.target_layers == (1, *extra_layers)
     log = json.loads((tmp_path / "interrupted" / "final" / "training_log.json").read_text())
     assert [entry["step"] for entry in log if "loss" in entry] == list(range(1, 25))
     mine, theirs = resumed.state_dict(), whole.state_dict()
