@@ -16,6 +16,9 @@ from this machine (or one with the same local text): a run that recorded its pro
 differs. No model runs but the tokenizer.
 
     python benchmarks/lookup_tau.py RUN.json --depth 32 --ngram-sizes 3 2 1 --ngram-sizes 8 4 3 2 1
+
+`--search-window W` (repeatable) lets the search see only the prompt's last W tokens (and what has been
+written since): does a longer context help the chain, or do its older matches mislead it?
 """
 
 from __future__ import annotations
@@ -59,9 +62,14 @@ def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, ngram_sizes
     return (len(output) - 1) / max(rounds, 1)
 
 
-def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NGRAM_SIZES) -> str:
+def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NGRAM_SIZES,
+            search_window: int | None = None) -> str:
     """The table of lookup-alone tau beside each run's draft tau. A run that recorded its prompt's
-    digest (tau_curve.py since the sixteenth session) is refused when the prompt rebuilt here differs."""
+    digest (tau_curve.py since the sixteenth session) is refused when the prompt rebuilt here differs.
+    `search_window` W: the search sees only the prompt's last W tokens (None: all of it)."""
+    if search_window is not None and (isinstance(search_window, bool) or not isinstance(search_window, int)
+                                      or search_window < 1):
+        raise ValueError(f"search_window={search_window!r}; allowed: None (the whole prompt) or an int >= 1")
     sizes = search_order(ngram_sizes)  # as the search tries them
     rows, unchecked = [], 0
     for run in runs:
@@ -77,9 +85,12 @@ def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NG
                 "measured (its prompt_digest differs): this machine's eval text or the prompt builder changed since. "
                 "Allowed: a tau_curve.py JSON made from this machine's text with this code.")
         rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
-                     "lookup": lookup_tau(prompt, run["tokens"], depth, sizes)})
+                     "lookup": lookup_tau(prompt[-search_window:] if search_window else prompt, run["tokens"],
+                                          depth, sizes)})
     note = f" ({unchecked} recorded no prompt digest: rebuilt unverified)" if unchecked else ""
-    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, sizes))}, {len(rows)} prompts{note}", "",
+    window = f", searching the prompt's last {search_window} tokens" if search_window else ""
+    lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, sizes))}{window}, {len(rows)} prompts{note}",
+             "",
              "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
              "|---|---|---|---|---|"]
     for kind in dict.fromkeys(row["kind"] for row in rows):
@@ -105,6 +116,9 @@ def main(argv=None) -> int:
                         help="suffix lengths the search may match (it tries the longest first; default: the "
                              f"library's {' '.join(map(str, NGRAM_SIZES))}); repeat the option to compare several "
                              "sets; give the JSON before it")
+    parser.add_argument("--search-window", type=int, action="append", default=None, metavar="W",
+                        help="search only the prompt's last W tokens (repeatable: one table per window; "
+                             "default: the whole prompt)")
     args = parser.parse_args(argv)
     result = json.loads(Path(args.tau_json).read_text())
     settings = result["settings"]
@@ -113,7 +127,8 @@ def main(argv=None) -> int:
     tokenizer = _load_tokenizer(args.target, None)
     prompts = replay_prompts(tokenizer, settings)
     for sizes in args.ngram_sizes or [NGRAM_SIZES]:
-        print(compare(result["runs"], prompts, args.depth, tuple(sizes)), end="\n\n")
+        for window in args.search_window or [None]:
+            print(compare(result["runs"], prompts, args.depth, tuple(sizes), window), end="\n\n")
     return 0
 
 

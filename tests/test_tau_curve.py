@@ -254,6 +254,28 @@ def test_lookup_tau_replays_each_set_of_ngram_sizes_it_is_given(tmp_path, monkey
     assert "n-grams 3/2/1, 1 prompts" in capsys.readouterr().out
 
 
+def test_lookup_tau_search_window_hides_the_prompts_older_matches(tmp_path, monkeypatch, capsys):
+    """lookup_tau.py --search-window W: the search sees only the prompt's last W tokens. Here the output
+    copies the prompt's opening, which lies outside a 4-token window: the whole prompt lets every round
+    copy it, the window finds nothing to copy."""
+    lookup = load_script("benchmarks/lookup_tau.py")
+    prompt = [10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23]
+    output = [10, 11, 12, 13, 14, 15]
+    run = {"length": 12, "kind": "prose", "index": 0, "tau": 1.5, "tokens": output}
+    assert "| 12 | prose | 0 | 1.50 | 5.00 |" in lookup.compare([run], {(12, "prose", 0): prompt}, 5)
+    assert "| 12 | prose | 0 | 1.50 | 1.00 |" in lookup.compare([run], {(12, "prose", 0): prompt}, 5, search_window=4)
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(ValueError, match="search_window=.*allowed: None"):
+            lookup.compare([run], {(12, "prose", 0): prompt}, 5, search_window=bad)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"settings": {"lengths": [12], "kinds": ["prose"], "prompts": 1}, "runs": [run]}))
+    monkeypatch.setattr(lookup, "replay_prompts", lambda tokenizer, settings: {(12, "prose", 0): prompt})
+    monkeypatch.setattr("hf_longspec.cli._load_tokenizer", lambda target, revision: None)
+    assert lookup.main([str(path), "--search-window", "4", "--search-window", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "searching the prompt's last 4 tokens" in out and "searching the prompt's last 100 tokens" in out
+
+
 def test_lookup_tau_rebuilds_the_prompts_the_run_measured(tau_curve, embedded):
     """lookup_tau.py replays a stored output against its own prompt: a run recorded before --align
     existed (no "align" in its settings, e.g. the sixth session's) was start-aligned, a later one says
