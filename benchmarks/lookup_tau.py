@@ -120,6 +120,8 @@ def main(argv=None) -> int:
                         help="search only the prompt's last W tokens (repeatable: one table per window; "
                              "default: the whole prompt)")
     args = parser.parse_args(argv)
+    if any(window < 1 for window in args.search_window or []):
+        parser.error(f"--search-window {args.search_window}: each must be >= 1 (tokens of the prompt the search sees)")
     result = json.loads(Path(args.tau_json).read_text())
     settings = result["settings"]
     from hf_longspec.cli import _load_tokenizer

@@ -274,6 +274,9 @@ def test_lookup_tau_search_window_hides_the_prompts_older_matches(tmp_path, monk
     assert lookup.main([str(path), "--search-window", "4", "--search-window", "100"]) == 0
     out = capsys.readouterr().out
     assert "searching the prompt's last 4 tokens" in out and "searching the prompt's last 100 tokens" in out
+    with pytest.raises(SystemExit):
+        lookup.main([str(path), "--search-window", "0"])
+    assert "--search-window [0]: each must be >= 1" in capsys.readouterr().err
 
 
 def test_lookup_tau_rebuilds_the_prompts_the_run_measured(tau_curve, embedded):
