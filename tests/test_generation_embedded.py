@@ -2,6 +2,7 @@
 of real local text: speculative output == vanilla generate, token for token."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from transformers import DynamicCache
 
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.corpus import long_prompt_ids
+from hf_longspec.demo import load_draft_for
 from oracle import SteeredDraft
 
 NEW_TOKENS = 24
@@ -92,3 +94,22 @@ def test_steered_non_chain_paths_on_real_text(embedded, steered_case, cache_impl
     stats = draft.last_stats
     assert stats.histogram() == {5: 6}
     assert stats.tau == 5.0 and stats.non_chain_commits == stats.rounds == 6
+
+
+LAYER4_DRAFT = Path(__file__).resolve().parents[1] / "docs/results/session26_2026-12-03/draft_layer4_9k"
+
+
+@pytest.mark.skipif(not LAYER4_DRAFT.is_dir(), reason="the twenty-sixth session's layer-4 draft is not in this checkout")
+def test_a_trained_draft_reading_target_layer_4_is_exact_on_a_real_prompt(embedded):
+    """The twenty-sixth session's trained draft, which also cross-attends to target layer 4, loaded from its
+    folder the way a user passes one. Trained, it commits several tokens per round on real code (tau 3.9
+    here), so accepted multi-token paths run through both layers' K/V, and the output is still vanilla
+    greedy's."""
+    target, tokenizer = embedded
+    draft, _ = load_draft_for(target, str(LAYER4_DRAFT))
+    assert draft.target_layers == (29, 4)
+    ids = torch.tensor([long_prompt_ids(tokenizer, 512, kind="code", split="eval", seed=3)])
+    reference = target.generate(ids, max_new_tokens=32, do_sample=False)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False, longspec_lookup_tokens=0)
+    assert torch.equal(out, reference)
+    assert draft.last_stats.tau > 2.0

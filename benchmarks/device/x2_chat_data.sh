@@ -3,7 +3,8 @@
 # the target itself (issue 12), half the prompts on each GPU, 16 left-padded prompts per generate() call
 # with the shipped draft (LongSpec batched decoding is lossless: the target's own greedy answers).
 # Writes /tmp/chat/chat_train.jsonl for x2_train_long.sh (TRAIN_ARGS="--corpus-mix chat --chat-data
-# /tmp/chat/chat_train.jsonl") and returns it in 15 MB parts with its summaries under $OUT/chat/.
+# /tmp/chat/chat_train.jsonl") and returns it gzipped (chat_train.jsonl.gz, about 2.5 MB per 1000 records:
+# the form .carry/chat holds, and small enough to keep in the repository) with its summaries under $OUT/chat/.
 # CONT_SHARE=0.5: half the prompts are bare documents the target continues (task "continue");
 # SEED_BASE=10: other documents and tasks than the 640 records of 2026-12-01 (seed 0).
 # DOC_TOKENS: tokens of document per prompt (2048). SOURCES: corpus sources of the documents
@@ -23,5 +24,5 @@ done
 wait
 cat /tmp/chat/part*.jsonl > /tmp/chat/chat_train.jsonl 2>/dev/null
 cp /tmp/chat/*.summary.json "$OUT/chat/" 2>/dev/null
-split -b 15M /tmp/chat/chat_train.jsonl "$OUT/chat/chat_train.jsonl.part-"
+gzip -c /tmp/chat/chat_train.jsonl > "$OUT/chat/chat_train.jsonl.gz"
 wc -l /tmp/chat/chat_train.jsonl; tail -2 "$OUT"/chat/part*.log
