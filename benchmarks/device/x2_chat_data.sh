@@ -3,8 +3,9 @@
 # the target itself (issue 12), half the prompts on each GPU, 16 left-padded prompts per generate() call
 # with the shipped draft (LongSpec batched decoding is lossless: the target's own greedy answers).
 # Writes /tmp/chat/chat_train.jsonl for x2_train_long.sh (TRAIN_ARGS="--corpus-mix chat --chat-data
-# /tmp/chat/chat_train.jsonl") and returns it gzipped (chat_train.jsonl.gz, about 2.5 MB per 1000 records:
-# the form .carry/chat holds, and small enough to keep in the repository) with its summaries under $OUT/chat/.
+# /tmp/chat/chat_train.jsonl") and returns it gzipped with its summaries under $OUT/chat/: chat_train.jsonl.gz,
+# the form .carry/chat holds, about 2.5 MB per 1000 records (estimated from 6 records made on the CPU), small
+# enough to keep in the repository.
 # CONT_SHARE=0.5: half the prompts are bare documents the target continues (task "continue");
 # SEED_BASE=10: other documents and tasks than the 640 records of 2026-12-01 (seed 0).
 # DOC_TOKENS: tokens of document per prompt (2048). SOURCES: corpus sources of the documents
