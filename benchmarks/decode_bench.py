@@ -3,6 +3,7 @@
     PYTHONPATH=src python benchmarks/decode_bench.py --out DIR [--lengths 4096 8000] [--prompts 3] [--repeats 2]
     ... --methods vanilla_static longspec --trees 4-16-12 4-8-8-8-8    # also LongSpec with other tree shapes
     ... --methods vanilla_static longspec --lookups 5 16               # also with prompt-lookup chains
+    ... --methods vanilla_static longspec --drafts before=FOLDER       # also another draft, side by side
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -16,6 +17,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper);
 - longspec_lookupK: with ``--lookups K ...``, the default tree plus a K-token prompt-lookup chain
   (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
+- longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
+  chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt.
 - vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup32: the
   same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
   with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,
@@ -44,6 +47,7 @@ from hf_longspec.bench.machine import machine_info
 from hf_longspec.bench.probes import FirstTokenClock, copy_bandwidth
 from hf_longspec.bench.traffic import kv_bytes_per_token, weight_bytes
 from hf_longspec.bench.workloads import build_workloads
+from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
 from hf_longspec.publishing.weights_digest import model_weights_digest
 
@@ -63,6 +67,7 @@ METHODS = {
 }
 SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
+VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_sampled", "longspec_draft_")  # rows of the second table
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -74,10 +79,13 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def run(target, draft, method, ids, new_tokens):
+def run(target, drafts, method, ids, new_tokens):
+    """One timed generate() call; ``drafts`` maps a method's ``assistant_model`` (True: the shipped draft,
+    or a ``--drafts`` name) to its loaded draft."""
     kwargs = dict(METHODS[method])
-    if kwargs.pop("assistant_model", False):
-        kwargs["assistant_model"] = draft
+    which = kwargs.pop("assistant_model", False)
+    if which:
+        kwargs["assistant_model"] = draft = drafts[which]
     else:
         target.set_attn_implementation("sdpa")  # vanilla runs the target's own attention, untouched
     kwargs.setdefault("do_sample", False)
@@ -139,12 +147,18 @@ def main():
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
     parser.add_argument("--trees", nargs="*", default=[], help="extra tree shapes, widths joined by '-' (4-16-12)")
+    parser.add_argument("--drafts", nargs="*", default=[], metavar="NAME=FOLDER",
+                        help="other trained drafts, each a method longspec_draft_NAME beside the shipped one")
     parser.add_argument("--lookups", type=int, nargs="*", default=[],
                         help="prompt-lookup chain lengths, each a method longspec_lookupK (the default tree plus the chain)")
     args = parser.parse_args()
+    others = [tuple(spec.split("=", 1)) for spec in args.drafts]
+    for spec, pair in zip(args.drafts, others):
+        if len(pair) != 2 or not pair[0] or not (Path(pair[1]) / "config.json").is_file():
+            parser.error(f"--drafts {spec!r}: give NAME=FOLDER, FOLDER a saved draft (with config.json)")
     from hf_longspec.generation import loop
-    # every tree shape keeps its own compiled decoder: the pool must hold them all, or they recompile in turn
-    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees) + len(args.lookups))
+    # every tree shape (and draft) keeps its own compiled decoder: the pool must hold them all, or they recompile in turn
+    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees) + len(args.lookups) + len(others))
     for tokens in args.lookups:
         METHODS[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
         args.methods.append(f"longspec_lookup{tokens}")
@@ -156,6 +170,11 @@ def main():
 
     target, tokenizer = load_embedded_target(device=DEVICE, dtype=DTYPE)
     draft = load_embedded_draft(target)
+    drafts = {True: draft}
+    for name, folder in others:
+        drafts[name] = load_draft_for(target, folder)[0]
+        METHODS[f"longspec_draft_{name}"] = {"assistant_model": name}
+        args.methods.append(f"longspec_draft_{name}")
     bandwidth = copy_bandwidth(torch.device(DEVICE))["bytes_per_s"]
     workloads = build_workloads(tokenizer, args.lengths, args.kinds, args.prompts, seed=0)
     records, first_calls = [], []
@@ -163,7 +182,7 @@ def main():
         batch = [w for w in workloads if w.length == length]
         first = torch.tensor([batch[0].input_ids], device=DEVICE)
         for method in args.methods:  # first call of each method at this shape: compile / capture / builds
-            record = run(target, draft, method, first, args.new_tokens)
+            record = run(target, drafts, method, first, args.new_tokens)
             stats = record.get("stats", {})
             first_calls.append({"length": length, "method": method, "wall_s": record["wall_s"],
                                 "warmup_s": stats.get("warmup_seconds"), "capture_s": stats.get("capture_seconds"),
@@ -175,7 +194,7 @@ def main():
             for w in batch:
                 ids = torch.tensor([w.input_ids], device=DEVICE)
                 for method in order:
-                    record = run(target, draft, method, ids, args.new_tokens)
+                    record = run(target, drafts, method, ids, args.new_tokens)
                     record.update(length=length, kind=w.kind, prompt=w.index, source=w.source, repeat=repeat)
                     records.append(record)
                     print(f"{length} {w.name} r{repeat} {method}: {record['decode_tokens_per_s']:.1f} tok/s"
@@ -202,7 +221,7 @@ def main():
             taus = [r["stats"]["tau"] for r in group if r["method"] == "longspec"]
             row["tau_median"] = statistics.median(taus) if taus else None
             for method in args.methods:
-                if method.startswith(("longspec_tree_", "longspec_lookup", "longspec_sampled")):
+                if method.startswith(VARIANTS):
                     row[method]["tau_median"] = statistics.median(r["stats"]["tau"] for r in group if r["method"] == method)
             floor_s = (weights + kv_bytes_per_token(target) * length) / bandwidth
             row["vanilla_step_bytes_floor_ms"] = 1000 * floor_s
@@ -218,6 +237,8 @@ def main():
 
     result = {"machine": machine_info(torch.device(DEVICE), sys.argv), "copy_bandwidth_bytes_per_s": bandwidth,
               "settings": vars(args), "draft": {"source": "embedded", "weights_digest": model_weights_digest(draft)},
+              "other_drafts": {name: {"source": folder, "weights_digest": model_weights_digest(drafts[name])}
+                               for name, folder in others},
               "weights_bytes": weights, "rows": rows, "first_calls": first_calls,
               "runs": records}
     (out_dir / "decode_bench.json").write_text(json.dumps(result, indent=1, default=str))
@@ -237,7 +258,7 @@ def main():
         tau = f"{row['tau_median']:.2f}" if row["tau_median"] is not None else "-"
         lines.append(f"| {row['length']} | {row['kind']} | {' | '.join(cells)} | {speed} | {tau} | "
                      f"{row['vanilla_step_bytes_floor_ms']:.3f} ms |")
-    variants = [m for m in args.methods if m.startswith(("longspec_tree_", "longspec_lookup", "longspec_sampled"))]
+    variants = [m for m in args.methods if m.startswith(VARIANTS)]
     if variants:  # one line per tree shape or chain: speed over vanilla static and tau, beside the default's
         lines += ["", "| length | kind | tree | LongSpec / vanilla_static, sampled ones / vanilla_static_sampled (median, range) | tau |",
                   "|---|---|---|---|---|"]
@@ -248,7 +269,8 @@ def main():
                     continue
                 tau = row["tau_median"] if method == "longspec" else cell["tau_median"]
                 low, high = cell["speedup_vs_static_range"]
-                name = method.removeprefix("longspec_tree_").replace("longspec_lookup", "default + lookup ")
+                name = (method.removeprefix("longspec_tree_").replace("longspec_lookup", "default + lookup ")
+                        .replace("longspec_draft_", "draft "))
                 lines.append(f"| {row['length']} | {row['kind']} | {'default' if method == 'longspec' else name} | "
                              f"{cell['speedup_vs_static_median']:.2f}x ({low:.2f}-{high:.2f}) | {tau:.2f} |")
     table = "\n".join(lines)
