@@ -8,7 +8,7 @@ import torch
 
 from hf_longspec.attention import hybrid_name_for
 
-from conftest import REPO, load_script, tiny_llama
+from conftest import REPO, load_script, perturbed_pair, random_prompt, tiny_llama
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.exactness import metric_dir, token_exact_match
 from hf_longspec.bench.methods import METHOD_NAMES, build_methods
@@ -249,3 +249,32 @@ def test_source_digest_names_the_code_that_ran_not_the_commit(tmp_path):
     (tmp_path / "benchmarks" / "b.py").write_text("")  # a new file counts too
     assert source_digest(tmp_path) != before
     assert machine_info(torch.device("cpu"))["source_digest"] == source_digest(REPO) != before
+
+
+def test_decode_bench_times_another_draft_as_a_method_of_its_own(monkeypatch, capsys):
+    """benchmarks/decode_bench.py --drafts NAME=FOLDER (twenty-seventh session: a new shipped draft beside the
+    one before it, in one run): a method's assistant_model picks its draft (True: the shipped one, a name: that
+    folder's), and its record's stats are that draft's; a spec that is not NAME=FOLDER of a saved draft is
+    refused before any model loads, naming what is allowed."""
+    bench = load_script("benchmarks/decode_bench.py")
+    target, shipped = perturbed_pair(widths=(2, 2))
+    other = LongSpecDraftModel.from_target(target, sliding_window=16, tree_widths=[3, 3, 3])
+    eager = {"longspec_cuda_graphs": False, "longspec_compile": False}
+    monkeypatch.setitem(bench.METHODS, "longspec_eager", {"assistant_model": True, **eager})
+    monkeypatch.setitem(bench.METHODS, "longspec_draft_other", {"assistant_model": "other", **eager})
+    drafts = {True: shipped, "other": other}
+    ids = random_prompt()
+    reference = bench.run(target, drafts, "vanilla_dynamic", ids, 12)["tokens"]
+    for method, used, unused in (("longspec_draft_other", other, shipped), ("longspec_eager", shipped, other)):
+        unused_stats = unused.last_stats
+        record = bench.run(target, drafts, method, ids, 12)
+        assert record["tokens"] == reference  # float32: exact either way
+        assert record["stats"] == used.last_stats.as_dict() and unused.last_stats is unused_stats
+    assert other.last_stats.drafted_nodes != shipped.last_stats.drafted_nodes  # two tree shapes really ran
+
+    for spec in ("before", "=/tmp", "before=/nonexistent/draft"):
+        monkeypatch.setattr("sys.argv", ["decode_bench.py", "--out", "/tmp/unused", "--drafts", spec])
+        with pytest.raises(SystemExit) as refused:
+            bench.main()
+        assert refused.value.code == 2
+        assert f"--drafts {spec!r}: give NAME=FOLDER, FOLDER a saved draft (with config.json)" in capsys.readouterr().err
