@@ -18,7 +18,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - longspec_lookupK: with ``--lookups K ...``, the default tree plus a K-token prompt-lookup chain
   (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
 - longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
-  chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt.
+  chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt
+  (the float32 check runs the shipped draft only).
 - vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup32: the
   same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
   with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,

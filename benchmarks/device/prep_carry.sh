@@ -28,11 +28,14 @@ if [ ! -f .carry/ust/ust.tgz ]; then
   mkdir -p .carry/ust
   tar czf .carry/ust/ust.tgz -C .carry usr_share_train
 fi
-# .carry/b/before: the draft shipped before the twenty-seventh session's (stage 5 of the first lineage, as it was
-# at d78a492), for an end-to-end run of both side by side: decode_bench.py --drafts before=.carry/b/before
-mkdir -p .carry/b/before
+# .carry/b/before: the draft shipped before the shipped one (the folder as it was just before the last commit
+# that changed its weights; since the twenty-seventh session, stage 5 of the first lineage), for an end-to-end
+# run of both side by side: decode_bench.py --drafts before=FOLDER
+card=model_cards/longspec-smollm2-135m-instruct
+shipped_at=$(git log -n 1 --format=%H -- $card/model.safetensors)
+rm -rf .carry/b/before && mkdir -p .carry/b/before
 for file in config.json model.safetensors; do
-  git show d78a492:model_cards/longspec-smollm2-135m-instruct/$file > .carry/b/before/$file \
-    || { echo "no commit d78a492 here (a shallow clone?): .carry/b/before left out"; rm -rf .carry/b/before; break; }
+  git show "$shipped_at^:$card/$file" > .carry/b/before/$file 2>/dev/null \
+    || { echo "no commit before ${shipped_at:0:7} here (a shallow clone?): .carry/b/before left out"; rm -rf .carry/b/before; break; }
 done
 du -sh .carry/a .carry/a2 .carry/a3 .carry/b .carry/ust
