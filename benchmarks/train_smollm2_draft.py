@@ -6,7 +6,8 @@
    many steps as fit in --budget-seconds (measured by a short probe run first);
 2. ablation: {anchor-offset on, off} x {noisy on, off}, plus distillation off, each for
    --ablation-steps steps from the same seed and data;
-3. tau of every draft on held-out 2k-8k code and prose prompts (greedy, default tree).
+3. tau of every draft on held-out 2k-8k code and prose prompts (greedy, default tree, no prompt-lookup
+   chain: the draft's own acceptance, whatever lookup_tokens its config sets).
 Writes OUT/draft/ (Hub-ready folder) and OUT/training_ablation.json; prints a table last.
 """
 
@@ -125,7 +126,7 @@ def main():
         (draft_dir / name).write_text((final / name).read_text())
     draft.to(target.dtype).eval().bind(target)
     t0 = time.perf_counter()
-    tau = measure_tau(target, draft, prompts, max_new_tokens=args.eval_new_tokens)
+    tau = measure_tau(target, draft, prompts, max_new_tokens=args.eval_new_tokens, longspec_lookup_tokens=0)
     report["main"] = {
         "recipe": asdict(recipe), "steps": main_steps, "train_seconds": train_seconds,
         "tokens_seen": main_steps * args.batch_size * args.seq_len, "tau": tau,
@@ -144,7 +145,7 @@ def main():
             draft = train_draft(target, tokenizer, recipe, dataset=dataset, progress=False)
             log = json.loads((work / "ablation" / "final" / "training_log.json").read_text())
             draft.to(target.dtype).eval().bind(target)
-            tau = measure_tau(target, draft, prompts, max_new_tokens=args.eval_new_tokens)
+            tau = measure_tau(target, draft, prompts, max_new_tokens=args.eval_new_tokens, longspec_lookup_tokens=0)
             report["ablation"].append({
                 "name": name, **switches, "steps": args.ablation_steps, "tau": tau["tau"],
                 "tau_per_prompt": [(r["kind"], r["length"], r["tau"]) for r in tau["per_prompt"]],
@@ -153,7 +154,7 @@ def main():
             save_report()
             print(f"{name}: tau {tau['tau']:.2f}", flush=True)
 
-    print("\n| run | steps | final loss | tau (held-out 2k-8k, greedy, default tree) |")
+    print("\n| run | steps | final loss | tau (held-out 2k-8k, greedy, default tree alone) |")
     print("|---|---|---|---|")
     rows = [("main (defaults)", report["main"])] + [(a["name"], a) for a in report["ablation"]]
     for name, row in rows:

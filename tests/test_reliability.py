@@ -260,6 +260,7 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     (["--extra-target-layer-indices", "4", "4"], r"draft_overrides: extra_target_layer_indices must be a list of distinct ints"),
     (["--target-layer-index", "4", "--extra-target-layer-indices", "4"], r"target layers \[4, 4\] .* one of them twice"),
     (["--target-entry-input", "--extra-target-layer-indices", "4"], "cannot be combined with target_entry_input"),
+    (["--lookup-tokens", "33"], r"draft_overrides: lookup_tokens must be an int from 0 to 32"),
 ])
 def test_cli_train_refuses_bad_settings_before_loading(tmp_path, capsys, no_loading, argv, message):
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "run"), *argv])

@@ -544,6 +544,27 @@ def test_entry_input_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp
         initial_draft(target, recipe("off", final, False))
 
 
+def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(tmp_path):
+    """A new draft from `hf-longspec train` sets lookup_tokens 32 in its config, as the shipped draft does
+    (with 0, the class default, generate verifies the tree alone: less than half the shipped decoder's tau);
+    --lookup-tokens sets another, on a new draft or a continued one, whose own is kept otherwise."""
+    from hf_longspec.cli import build_parser, draft_overrides
+    from hf_longspec.training.run import initial_draft, new_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024)
+    parse = build_parser().parse_args
+    assert new_draft(target, TrainRecipe(output_dir="")).config.lookup_tokens == 32
+    asked_none = draft_overrides(parse(["train", "--output", "x", "--lookup-tokens", "0"]))
+    assert asked_none == {"lookup_tokens": 0}
+    assert new_draft(target, TrainRecipe(output_dir="", draft_overrides=asked_none)).config.lookup_tokens == 0
+    LongSpecDraftModel.from_target(target).save_pretrained(tmp_path / "saved")  # the class default: no chain
+    assert initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"))).config.lookup_tokens == 0
+    continued = initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"),
+                                                  draft_overrides={"lookup_tokens": 16}))
+    continued.save_pretrained(tmp_path / "continued")
+    assert LongSpecDraftModel.from_pretrained(tmp_path / "continued").config.lookup_tokens == 16
+
+
 def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
     """draft_overrides target_layer_index on an init_draft: -1 and the last layer's number name the same
     layer and are taken; another layer (the cross-attention learned that layer's keys) or one outside the

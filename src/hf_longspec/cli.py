@@ -86,11 +86,13 @@ def draft_overrides(args) -> dict:
     """The draft settings `train` was asked for, and only those: a draft continued with --init-draft keeps
     its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
     --cross-attention-length-scale adds the learned length temperature, --target-entry-input the direct read
-    of the newest target entry: training/widen.py; --target-layer-index and --extra-target-layer-indices must name the layers it reads)."""
+    of the newest target entry: training/widen.py; --target-layer-index and --extra-target-layer-indices must
+    name the layers it reads; --lookup-tokens sets the chain it decodes with)."""
     asked = {name: getattr(args, name) for name in DRAFT_SIZES}
     asked["target_entry_input"] = True if args.target_entry_input else None
     asked["target_layer_index"] = args.target_layer_index
     asked["extra_target_layer_indices"] = args.extra_target_layer_indices
+    asked["lookup_tokens"] = args.lookup_tokens
     return {name: value for name, value in asked.items() if value is not None}
 
 
@@ -261,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "heads (default: none for a new draft; the --init-draft's own). Train such a draft from "
                             "an untrained one: grafted onto a trained draft, the new heads learned nothing measurable "
                             "in 800 steps (docs/training.md)")
+    train.add_argument("--lookup-tokens", type=int, default=None, metavar="K",
+                       help="the prompt-lookup chain the saved draft's config verifies beside its tree (lookup_tokens, "
+                            "0 to 32; default: 32 for a new draft, as the shipped draft; the --init-draft's own)")
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --output")
     train.add_argument("--max-seconds", type=float, default=None,

@@ -255,7 +255,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     override adds the learned log-length temperature to a draft without it, a `target_entry_input=True`
     override the direct read of the newest target entry, an `extra_target_layer_indices` override on a draft
     that reads one layer its reads of those layers too (training/widen.py). A target_layer_index override
-    must name the layer the draft reads (-1 or its number)."""
+    must name the layer the draft reads (-1 or its number). A `lookup_tokens` override sets the chain it decodes with."""
     from ..embedded import embedded_draft_dir
 
     folder = embedded_draft_dir() if recipe.init_draft == "embedded" else Path(recipe.init_draft)
@@ -270,6 +270,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         overrides.pop("target_entry_input")
     if "extra_target_layer_indices" in overrides:  # new query blocks, computing the same at first
         draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
+    if "lookup_tokens" in overrides:  # a decoding default, not a weight: a continued draft takes the one asked for
+        draft.config.lookup_tokens = overrides.pop("lookup_tokens")
     if "target_layer_index" in overrides and _same_layer(draft.config, overrides["target_layer_index"]):
         overrides.pop("target_layer_index")  # -1 and the last layer's number name one layer
     clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in overrides.items()
@@ -289,11 +291,16 @@ def _same_layer(config, asked: int) -> bool:
 def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     """An untrained draft for `target` with the recipe's overrides, its weights drawn from `recipe.seed`:
     the Trainer seeds only after the draft exists, so they would otherwise come from whatever state
-    torch's global generator happened to be in."""
+    torch's global generator happened to be in. Its config verifies the prompt-lookup chain beside the tree,
+    as the shipped draft's does, unless the overrides say otherwise: a draft a user trains decodes like the
+    shipped one."""
+    from ..generation.lookup import TRAINED_DRAFT_LOOKUP_TOKENS
+
     device = target.get_input_embeddings().weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(recipe.seed)
-        return LongSpecDraftModel.from_target(target, **recipe.draft_overrides)
+        return LongSpecDraftModel.from_target(target, **{"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS,
+                                                         **recipe.draft_overrides})
 
 
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
