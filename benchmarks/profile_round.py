@@ -1,7 +1,7 @@
 """Where a LongSpec round's GPU time goes, beside one compiled vanilla static step (for the Fast
 LongSpec goal at batch 1: the round must cost <= tau / 2 vanilla steps for a 2x speedup).
 
-    PYTHONPATH=src python benchmarks/profile_round.py --out DIR [--length 8000] [--rounds 20]
+    PYTHONPATH=src python benchmarks/profile_round.py --out DIR [--length 8000] [--rounds 20] [--tree-widths 8 32 32 32 32]
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR --shape llama8b --length 32768
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR --quick      # CPU smoke run
 
@@ -258,6 +258,9 @@ def main(argv=None):
     parser.add_argument("--shape", choices=("smollm2", "llama8b"), default="smollm2")
     parser.add_argument("--extra-target-layer-indices", type=int, nargs="+", default=None,
                         help="also time the round of the shipped draft grafted to read these target layers too")
+    parser.add_argument("--tree-widths", type=int, nargs="+", default=None,
+                        help="profile this tree instead of the draft's (every generate() call of the run; "
+                             "the twenty-ninth session: a wider tree's round cost 8%% more)")
     args = parser.parse_args(argv)
     device = "cpu" if args.quick or not torch.cuda.is_available() else "cuda"
     if args.shape == "llama8b":
@@ -273,6 +276,8 @@ def main(argv=None):
     draft = load_embedded_draft(target)
     target.generation_config.eos_token_id = None
     target.generation_config.pad_token_id = 0
+    if args.tree_widths:  # a generation-config option, so that every generate() below drafts this tree
+        target.generation_config.longspec_tree_widths = list(args.tree_widths)
     (workload,) = build_workloads(tokenizer, [length], ["code"], 1, seed=0)
     ids = torch.tensor([workload.input_ids], device=device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
