@@ -82,7 +82,9 @@ class LongSpecDraftConfig(PretrainedConfig):
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
-      another run; docs/training.md).
+      another run; docs/training.md), and so does every draft `hf-longspec train` makes. The class keeps
+      0, as transformers keeps `prompt_lookup_num_tokens` off: a draft built by hand verifies its tree
+      alone until its config or `longspec_lookup_tokens` asks for the chain.
     """
 
     model_type = "longspec_draft"
