@@ -193,16 +193,25 @@ class _RoundedRope:
         self.rotary.__dict__.pop("forward", None)
 
 
+TARGET_INIT_SUFFIX = "_tinit"
+
+
+def base_arm(arm: str) -> str:
+    """The arm without its "_tinit" suffix: "ARM_tinit" is ARM drawn from the target's weights instead of random
+    ones (training/target_init.py; untrained drafts only)."""
+    return arm.removesuffix(TARGET_INIT_SUFFIX)
+
+
 def layer_of(arm: str) -> int | None:
     """N for an arm named "layerN" (the draft reads target layer N's K/V), else None."""
-    match = re.fullmatch(r"layer(\d+)", arm)
+    match = re.fullmatch(r"layer(\d+)", base_arm(arm))
     return int(match.group(1)) if match else None
 
 
 def extra_layers_of(arm: str) -> list[int] | None:
     """[N, M, ...] for an arm named "plusN_M..." (the draft reads the last layer's K/V and also layers N, M,
     ...: extra_target_layer_indices), else None."""
-    match = re.fullmatch(r"plus(\d+(?:_\d+)*)", arm)
+    match = re.fullmatch(r"plus(\d+(?:_\d+)*)", base_arm(arm))
     return [int(n) for n in match.group(1).split("_")] if match else None
 
 
@@ -214,16 +223,21 @@ def reads_other_layers(arm: str) -> bool:
 def arm_name(text: str) -> str:
     """--arms: one of ARMS, "layerN" for a draft that reads target layer N's K/V (N >= 0), or "plusN_M..."
     for one that reads the last layer's and also layers N, M, ..."""
-    if text in ARMS or reads_other_layers(text):
+    if base_arm(text) in ARMS or reads_other_layers(text):
         return text
     raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, layerN (N = a target layer "
-                                     "index), or plusN_M... (the last layer and also layers N, M, ...)")
+                                     "index), or plusN_M... (the last layer and also layers N, M, ...), each with an "
+                                     f"optional {TARGET_INIT_SUFFIX!r} (drawn from the target's weights)")
 
 
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
     """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), "layerN" for
     the cross-attention over target layer N, "plusN..." for one over the last layer and layers N, ... (config
-    values: generate() serves them as they are), every other arm the recipe as it is."""
+    values: generate() serves them as they are), every other arm the recipe as it is; "..._tinit" also starts
+    the draft from the target's weights (draft_init "target")."""
+    if arm.endswith(TARGET_INIT_SUFFIX):
+        recipe = replace(recipe, draft_init="target")
+    arm = base_arm(arm)
     if arm == "wide_mlp":
         return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
     if layer_of(arm) is not None:
@@ -236,6 +250,7 @@ def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> Tr
 
 def change_draft(arm: str, draft, target, seed: int):
     """Make `draft` the arm's (in place); returns a handle whose `remove()` undoes any hook on the target."""
+    arm = base_arm(arm)
     if arm == "final_state":
         return read_final_state(draft, target)
     if arm == "bf16_rope":
@@ -254,7 +269,7 @@ DECODABLE_ARMS = ("plain", "wide_mlp", "bf16_rope")
 
 
 def decodable(arm: str) -> bool:
-    return arm in DECODABLE_ARMS or reads_other_layers(arm)
+    return base_arm(arm) in DECODABLE_ARMS or reads_other_layers(arm)
 
 
 def chain_lengths(hits: list[torch.Tensor]) -> float:
@@ -505,6 +520,9 @@ def parse_args(argv=None):
                              "final state, one more block, a wider MLP, RoPE from bf16-rounded frequencies in training, "
                              "the cross-attention over target layer N's K/V instead of the last layer's, or over the "
                              "last layer's and also layers N, M, ...")
+    parser.add_argument("--paired-base", default=None,
+                        help="the arm every other arm's tau is paired against, prompt by prompt (one of --arms; "
+                             "default: plain)")
     parser.add_argument("--wide-intermediate-size", type=int, default=4608,
                         help="the MLP width of the wide_mlp arm (the product's draft has 1536)")
     parser.add_argument("--init-draft", choices=["embedded", "none"], default="embedded",
@@ -528,6 +546,12 @@ def parse_args(argv=None):
     if layered and args.init_draft != "none" and not args.score_drafts and not args.merge:
         parser.error(f"arms {layered} read another target layer than the shipped draft was trained on; allowed: "
                      "them with --init-draft none (untrained drafts)")
+    from_target = [arm for arm in args.arms if arm.endswith(TARGET_INIT_SUFFIX)]
+    if from_target and args.init_draft != "none" and not args.score_drafts and not args.merge:
+        parser.error(f"arms {from_target} draw an untrained draft from the target's weights; allowed: them with "
+                     "--init-draft none")
+    if args.paired_base is not None and args.paired_base not in args.arms and not args.score_drafts and not args.merge:
+        parser.error(f"--paired-base {args.paired_base!r} is not among --arms {args.arms}; allowed: one of them")
     undecodable = [arm for arm in args.arms if not decodable(arm)]
     if args.with_tau and not args.score_drafts and not args.merge and undecodable:
         parser.error(f"--with-tau cannot measure arms {undecodable}: generate() runs only the product's draft; "
@@ -620,7 +644,7 @@ def paired_against(report: dict, base: str = "plain") -> list[dict]:
 
 
 def paired_table(report: dict) -> str:
-    rows = paired_against(report)
+    rows = paired_against(report, report.get("settings", {}).get("paired_base") or "plain")
     if not rows:
         return ""
     lines = ["| arm | against | seeds | paired tau difference per prompt (± s.e.) | better / worse |", "|---|---|---|---|---|"]

@@ -700,3 +700,33 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
         with pytest.raises(argparse.ArgumentTypeError, match=match):
             probe.name_and_folder(spec)
     assert probe.name_and_folder("shipped=embedded") == ("shipped", "embedded")
+
+
+def test_feature_probe_tinit_arms_draw_the_draft_from_the_target_and_pair_against_a_chosen_arm(capsys):
+    """feature_probe --arms plus4 plus4_tinit --paired-base plus4: "_tinit" keeps its arm's recipe and adds
+    draft_init "target" (untrained drafts only); the paired table pairs against --paired-base, which must be
+    one of the arms."""
+    from dataclasses import replace
+
+    from hf_longspec.training.run import TrainRecipe
+
+    probe = load_script("benchmarks/feature_probe.py")
+    args = probe.parse_args(["--out", "x", "--arms", "plus4", "plus4_tinit", "--init-draft", "none", "--with-tau",
+                             "--paired-base", "plus4"])
+    base = TrainRecipe(output_dir="")
+    tinit, plain = probe.arm_recipe("plus4_tinit", base, 4608), probe.arm_recipe("plus4", base, 4608)
+    assert tinit == replace(plain, draft_init="target") and plain.draft_init == "random"
+    assert tinit.draft_overrides == {"extra_target_layer_indices": [4]}
+    assert probe.arm_recipe("plain_tinit", base, 4608) == replace(base, draft_init="target")
+    for argv, message in ((["--arms", "plain_tinit"], "draw an untrained draft from the target's weights"),
+                          (["--arms", "plus4", "--paired-base", "plain", "--init-draft", "none"], "--paired-base 'plain' is not"),
+                          (["--arms", "second_layer_tinit", "--init-draft", "none", "--with-tau"], "cannot measure"),
+                          (["--arms", "plain_tint", "--init-draft", "none"], "arm 'plain_tint'")):
+        with pytest.raises(SystemExit):
+            probe.parse_args(["--out", "x", *argv])
+        assert message in capsys.readouterr().err
+    runs = [{"arm": arm, "seed": seed, "recipe": {"draft_overrides": {}}, "tau_per_prompt": taus}
+            for arm, seed, taus in (("plus4", 0, [2.0, 3.0]), ("plus4_tinit", 0, [2.5, 3.0]),
+                                    ("plus4", 1, [2.0, 2.0]), ("plus4_tinit", 1, [2.5, 3.0]))]
+    table = probe.paired_table({"settings": vars(args), "runs": runs})
+    assert "| plus4_tinit | plus4 | 0, 1 | +0.500 ± 0.000 | 2 / 0 |" in table

@@ -1409,3 +1409,58 @@ def test_a_draft_reading_several_target_layers_trains_on_all_of_them(tmp_path):
     assert torch.all(moved > 1e-3), moved
     reloaded = LongSpecDraftModel.from_pretrained(tmp_path / "run" / "final").bind(target)
     assert reloaded.target_layers == (2, 0)
+
+
+def test_a_draft_drawn_from_the_target_computes_its_first_layer_and_queries_each_layer_it_reads(tmp_path, capsys):
+    """draft_init="target" (training/target_init.py): with the cross-attention's output zeroed, the new draft's
+    logits are those of the target cut to its first layer (self-attention, MLP and both norms copied, RoPE and
+    the final norm shared); each cross-attention block holds the q_proj rows and o_proj columns of the layer it
+    reads, in target_layers order; train_draft builds it for a new draft only, and --draft-init reaches it."""
+    from transformers import LlamaForCausalLM
+
+    from hf_longspec.cli import main
+    from hf_longspec.target_support import target_layers_kv
+    from hf_longspec.training.run import new_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=3, max_positions=1024, initializer_range=0.2)
+    recipe = TrainRecipe(output_dir="", draft_init="target", draft_overrides={"sliding_window": 16,
+                                                                              "extra_target_layer_indices": [0]})
+    draft = new_draft(target, recipe)
+    assert draft.target_layers == (2, 0)
+    features = 4 * 8  # 4 query heads of 8 per block
+    for block, layer in enumerate((2, 0)):
+        attention = target.model.layers[layer].self_attn
+        assert torch.equal(draft.cross_attn.q_proj.weight[block * features:(block + 1) * features], attention.q_proj.weight)
+        assert torch.equal(draft.cross_attn.o_proj.weight[:, block * features:(block + 1) * features],
+                           attention.o_proj.weight)
+    assert torch.equal(draft.cross_attn_layernorm.weight, target.model.layers[2].input_layernorm.weight)
+
+    ids = torch.randint(0, 257, (1, 12), generator=torch.Generator().manual_seed(3))
+    one_layer = copy.deepcopy(target.config)
+    one_layer.num_hidden_layers = 1
+    first_layer_only = LlamaForCausalLM(one_layer).eval()
+    first_layer_only.load_state_dict(target.state_dict(), strict=False)
+    with torch.no_grad():
+        keys, values = target_layers_kv(target(ids, use_cache=True).past_key_values, (2, 0))
+        draft.cross_attn.o_proj.weight.zero_()
+        torch.testing.assert_close(draft(ids, keys, values, noise_shift=2).logits, first_layer_only(ids).logits)
+
+    random_start = new_draft(target, TrainRecipe(output_dir="", draft_overrides={"sliding_window": 16}))
+    assert not torch.equal(random_start.mlp.down_proj.weight, target.model.layers[0].mlp.down_proj.weight)
+    with pytest.raises(TrainingRecipeError, match="draft's mlp.gate_proj.weight is \\(96, 32\\), the target's \\(64, 32\\)"):
+        new_draft(target, TrainRecipe(output_dir="", draft_init="target", draft_overrides={"intermediate_size": 96}))
+    with pytest.raises(TrainingRecipeError, match="draft_init='bogus'; allowed: \\('random', 'target'\\)"):
+        TrainRecipe(output_dir="", draft_init="bogus").check()
+    with pytest.raises(TrainingRecipeError, match="a draft continued from trained weights keeps them"):
+        TrainRecipe(output_dir="", draft_init="target", init_draft="embedded").check()
+    # the command line: the refusal comes before any target is loaded, and leaves no output folder
+    assert main(["train", "--output", str(tmp_path / "run"), "--draft-init", "target", "--init-draft", "embedded"]) == 2
+    assert "draft_init='target' with init_draft='embedded'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+    trained_recipe = TrainRecipe(output_dir=str(tmp_path / "trained"), draft_init="target", max_steps=3, seq_len=32,
+                                 batch_size=2, warmup_steps=0, max_tokens=20_000, save_steps=100, logging_steps=1,
+                                 kinds=["prose"], draft_overrides={"sliding_window": 16})
+    train_draft(target, ByteTokenizer(), trained_recipe, progress=False)
+    saved = json.loads((tmp_path / "trained" / "final" / "training_recipe.json").read_text())
+    assert saved["draft_init"] == "target"

@@ -149,6 +149,7 @@ def cmd_train(args) -> int:
         chat_loss=args.chat_loss,
         data_cache=args.data_cache,
         init_draft=None if args.init_draft == "untrained" else args.init_draft,
+        draft_init=args.draft_init,
     )
     check_draft_arg(args.init_draft, "--init-draft")
     _check_positive(**{name: value for name, value in draft_overrides(args).items() if name in DRAFT_SIZES})
@@ -278,6 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--init-draft", default="untrained",
                        help="weights to start from: 'untrained' (a new draft), 'embedded' (continue the shipped draft) "
                             "or a saved draft folder")
+    train.add_argument("--draft-init", choices=["random", "target"], default="random",
+                       help="how a new draft's weights start: random, or copied from the target ('target': its layer "
+                            "from the target's first layer, its cross-attention from the layers it reads; "
+                            "docs/training.md)")
     train.add_argument("--corpus-mix", default=None,
                        help=f"training text: a preset ({', '.join(MIX_PRESETS)}; default {DEFAULT_MIX}) or "
                             f"source=weight pairs, e.g. code=0.4,docs=0.3,man=0.3; sources: {', '.join(MIX_SOURCES)}")

@@ -73,6 +73,9 @@ class TrainRecipe:
     # Start from trained weights instead of a random draft: "embedded" (the shipped draft) or a saved
     # draft folder. A short run on new text (chat) then refines the draft instead of starting over.
     init_draft: str | None = None
+    # How a new draft's weights start (training/target_init.py): "random", or "target" (its layer from the
+    # target's first layer, its cross-attention blocks from the q/o projections of the layers they read)
+    draft_init: str = "random"
 
     def __post_init__(self):
         if self.kinds is None and self.corpus_mix is None:
@@ -115,6 +118,14 @@ class TrainRecipe:
         if self.chat_windows not in CHAT_WINDOWS:
             raise TrainingRecipeError(f"chat_windows={self.chat_windows!r}; allowed: {CHAT_WINDOWS}.")
         self._check_chat_loss()
+        from .target_init import DRAFT_INITS
+
+        if self.draft_init not in DRAFT_INITS:
+            raise TrainingRecipeError(f"draft_init={self.draft_init!r}; allowed: {DRAFT_INITS}.")
+        if self.draft_init != "random" and self.init_draft is not None:
+            raise TrainingRecipeError(f"draft_init={self.draft_init!r} with init_draft={self.init_draft!r}: a draft "
+                                      "continued from trained weights keeps them. Allowed: draft_init='random' with "
+                                      "init_draft, or draft_init='target' for a new draft (no init_draft).")
         steps = self.rollout_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < self.seq_len:
             raise TrainingRecipeError(f"rollout_steps={steps!r}; allowed: an int from 1 (no rollout) to seq_len - 1 "
@@ -299,8 +310,13 @@ def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     device = target.get_input_embeddings().weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(recipe.seed)
-        return LongSpecDraftModel.from_target(target, **{"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS,
-                                                         **recipe.draft_overrides})
+        draft = LongSpecDraftModel.from_target(target, **{"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS,
+                                                          **recipe.draft_overrides})
+    if recipe.draft_init == "target":
+        from .target_init import start_from_target
+
+        start_from_target(draft, target)
+    return draft
 
 
 def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftModel | None = None,
