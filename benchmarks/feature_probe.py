@@ -194,12 +194,23 @@ class _RoundedRope:
 
 
 TARGET_INIT_SUFFIX = "_tinit"
+RECIPE_SUFFIX = re.compile(r"_tinit$|_roll(\d+)$")
+
+
+def arm_parts(arm: str) -> tuple[str, dict]:
+    """The arm's draft and the recipe changes its suffixes ask for: "ARM_tinit" is ARM drawn from the target's
+    weights instead of random ones (draft_init "target", training/target_init.py; untrained drafts only),
+    "ARM_rollK" ARM trained with a K-step rollout (rollout_steps K, EAGLE-3's training-time test)."""
+    changes = {}
+    while (match := RECIPE_SUFFIX.search(arm)) and match.start() > 0:
+        changes.update({"rollout_steps": int(match.group(1))} if match.group(1) else {"draft_init": "target"})
+        arm = arm[: match.start()]
+    return arm, changes
 
 
 def base_arm(arm: str) -> str:
-    """The arm without its "_tinit" suffix: "ARM_tinit" is ARM drawn from the target's weights instead of random
-    ones (training/target_init.py; untrained drafts only)."""
-    return arm.removesuffix(TARGET_INIT_SUFFIX)
+    """The arm without its recipe suffixes (arm_parts)."""
+    return arm_parts(arm)[0]
 
 
 def layer_of(arm: str) -> int | None:
@@ -227,17 +238,17 @@ def arm_name(text: str) -> str:
         return text
     raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, layerN (N = a target layer "
                                      "index), or plusN_M... (the last layer and also layers N, M, ...), each with an "
-                                     f"optional {TARGET_INIT_SUFFIX!r} (drawn from the target's weights)")
+                                     f"optional {TARGET_INIT_SUFFIX!r} (drawn from the target's weights) and _rollK "
+                                     "(a K-step rollout in training)")
 
 
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
     """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), "layerN" for
     the cross-attention over target layer N, "plusN..." for one over the last layer and layers N, ... (config
     values: generate() serves them as they are), every other arm the recipe as it is; "..._tinit" also starts
-    the draft from the target's weights (draft_init "target")."""
-    if arm.endswith(TARGET_INIT_SUFFIX):
-        recipe = replace(recipe, draft_init="target")
-    arm = base_arm(arm)
+    the draft from the target's weights (draft_init "target"), "..._rollK" trains it with a K-step rollout."""
+    arm, changes = arm_parts(arm)
+    recipe = replace(recipe, **changes) if changes else recipe
     if arm == "wide_mlp":
         return replace(recipe, draft_overrides={**recipe.draft_overrides, "intermediate_size": wide_intermediate_size})
     if layer_of(arm) is not None:
@@ -546,7 +557,7 @@ def parse_args(argv=None):
     if layered and args.init_draft != "none" and not args.score_drafts and not args.merge:
         parser.error(f"arms {layered} read another target layer than the shipped draft was trained on; allowed: "
                      "them with --init-draft none (untrained drafts)")
-    from_target = [arm for arm in args.arms if arm.endswith(TARGET_INIT_SUFFIX)]
+    from_target = [arm for arm in args.arms if arm_parts(arm)[1].get("draft_init")]
     if from_target and args.init_draft != "none" and not args.score_drafts and not args.merge:
         parser.error(f"arms {from_target} draw an untrained draft from the target's weights; allowed: them with "
                      "--init-draft none")

@@ -704,7 +704,7 @@ def test_feature_probe_scores_finished_draft_folders_as_the_drafts_themselves(tm
 
 def test_feature_probe_tinit_arms_draw_the_draft_from_the_target_and_pair_against_a_chosen_arm(capsys):
     """feature_probe --arms plus4 plus4_tinit --paired-base plus4: "_tinit" keeps its arm's recipe and adds
-    draft_init "target" (untrained drafts only); the paired table pairs against --paired-base, which must be
+    draft_init "target" (untrained drafts only), "_rollK" rollout_steps K; the paired table pairs against --paired-base, which must be
     one of the arms."""
     from dataclasses import replace
 
@@ -718,6 +718,9 @@ def test_feature_probe_tinit_arms_draw_the_draft_from_the_target_and_pair_agains
     assert tinit == replace(plain, draft_init="target") and plain.draft_init == "random"
     assert tinit.draft_overrides == {"extra_target_layer_indices": [4]}
     assert probe.arm_recipe("plain_tinit", base, 4608) == replace(base, draft_init="target")
+    assert probe.arm_recipe("plus4_roll3", base, 4608) == replace(plain, rollout_steps=3)
+    assert probe.arm_recipe("plus4_roll2_tinit", base, 4608) == replace(plain, rollout_steps=2, draft_init="target")
+    assert probe.arm_parts("_roll3") == ("_roll3", {})  # a suffix alone names no arm
     for argv, message in ((["--arms", "plain_tinit"], "draw an untrained draft from the target's weights"),
                           (["--arms", "plus4", "--paired-base", "plain", "--init-draft", "none"], "--paired-base 'plain' is not"),
                           (["--arms", "second_layer_tinit", "--init-draft", "none", "--with-tau"], "cannot measure"),
