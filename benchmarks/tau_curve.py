@@ -24,6 +24,9 @@ accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[
 `--text-file NAME=PATH` adds a kind NAME cut from one local text file (text no corpus source reads,
 e.g. an essay: the issue's "plain English essays" have no corpus kind): prompt i of it ends at its own
 point, spread evenly from the file's end back to where the longest prompt still fits.
+`--join A.json B.json ...` loads no model: it joins the prompts of earlier runs of one draft with one
+setting (a 1k run beside a 2k-8k run) into one DIR/tau_curve.json, .md and .png. A prompt that two runs
+share must have given the same tokens in both (suffix-aligned runs repeat their longest prompts).
 """
 
 from __future__ import annotations
@@ -302,6 +305,55 @@ def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path 
     return path
 
 
+JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "align", "dtype", "seed")
+
+
+def joined(paths: list[str]) -> dict:
+    """One result from the runs in `paths`: the same draft weights and JOIN_SETTINGS, every prompt once
+    (one measured in two runs must have given the same tokens and tau there); refused otherwise."""
+    results = [json.loads(Path(path).read_text()) for path in paths]
+    first = results[0]
+    records, seen = [], {}
+    for path, result in zip(paths, results):
+        differ = [key for key in JOIN_SETTINGS if result["settings"].get(key) != first["settings"].get(key)]
+        if result["draft"]["weights_digest"] != first["draft"]["weights_digest"]:
+            differ.append("draft weights_digest")
+        if differ:
+            raise ValueError(f"{path} measured otherwise than {paths[0]} ({', '.join(differ)}); allowed: runs of one "
+                             "draft with the same settings")
+        for record in result["runs"]:
+            key = (record["length"], record["kind"], record["prompt_digest"])
+            if key in seen:
+                if (seen[key]["tokens"], seen[key]["tau"]) != (record["tokens"], record["tau"]):
+                    raise ValueError(f"{path}: the {record['length']}-token {record['kind']} prompt "
+                                     f"{record['prompt_digest']} gave other tokens than in an earlier file; allowed: "
+                                     "runs that repeat each other where they overlap")
+                continue
+            seen[key] = record
+            records.append(record)
+    depth = len(first["settings"]["tree_widths"])
+    rows = summarize(records, depth)
+    return {"join": list(paths), "machines": [result["machine"] for result in results], "settings": first["settings"],
+            "draft": first["draft"], "rows": rows, "goals": goals(rows), "runs": records}
+
+
+def write_joined(paths: list[str], out_dir: Path) -> dict:
+    result = joined(paths)
+    settings = result["settings"]
+    depth = len(settings["tree_widths"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
+    table = markdown(result["rows"], depth)
+    (out_dir / "tau_curve.md").write_text(table + "\n")
+    title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context, {len(paths)} runs joined\n({settings['dtype']}, "
+             f"greedy, tree {'-'.join(map(str, settings['tree_widths']))}, chain {settings.get('lookup_tokens')}, "
+             f"{settings['new_tokens']} new tokens, prompts aligned at the {settings['align']})")
+    plot(result["runs"], result["rows"], out_dir / "tau_curve.png", title)
+    print(table)
+    print("goals:", json.dumps(result["goals"]))
+    return result
+
+
 def text_file(spec: str) -> tuple[str, str]:
     """--text-file NAME=PATH: a kind name and a readable file."""
     name, sep, path = spec.partition("=")
@@ -315,6 +367,8 @@ def text_file(spec: str) -> tuple[str, str]:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder for tau_curve.json / .md / .png")
+    parser.add_argument("--join", nargs="+", default=None, metavar="JSON",
+                        help="join earlier runs' tau_curve.json files (one draft, one setting) instead of measuring")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8000])
     parser.add_argument("--kinds", nargs="*", default=["code", "prose", "chat"],
                         help="'chat' or any corpus kind (code, prose, docs, man, ...); none with --text-file: its kinds only")
@@ -353,6 +407,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.join:
+        return write_joined(args.join, Path(args.out))
     started = time.perf_counter()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -733,3 +733,36 @@ def test_feature_probe_tinit_arms_draw_the_draft_from_the_target_and_pair_agains
                                     ("plus4", 1, [2.0, 2.0]), ("plus4_tinit", 1, [2.5, 3.0]))]
     table = probe.paired_table({"settings": vars(args), "runs": runs})
     assert "| plus4_tinit | plus4 | 0, 1 | +0.500 ± 0.000 | 2 / 0 |" in table
+
+
+def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau_curve, tmp_path, capsys):
+    """tau_curve --join: the prompts of a 1k run and a 2k-8k run of one draft in one curve, a prompt both
+    measured kept once; refused when the draft, a setting, or a shared prompt's tokens differ."""
+    def record(length, digest, tau, tokens):
+        return {"length": length, "kind": "code", "prompt_digest": digest, "tau": tau, "tokens": tokens,
+                "histogram": {"1": 1, str(round(tau)): 1}}
+
+    def run(name, records, **changes):
+        settings = {"new_tokens": 128, "tree_widths": [4, 16], "lookup_tokens": 0, "align": "end", "dtype": "bfloat16",
+                    "seed": 0, **changes.pop("settings", {})}
+        result = {"machine": {"name": name}, "settings": settings, "runs": records,
+                  "draft": {"weights_digest": changes.get("digest", "w1")}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(result))
+        return str(path)
+
+    long_run = run("long", [record(2048, "a2", 3.0, [1, 2]), record(8000, "a8", 4.0, [3, 4])])
+    short_run = run("short", [record(1024, "a1", 2.0, [5]), record(8000, "a8", 4.0, [3, 4])])
+    result = tau_curve.main(["--out", str(tmp_path / "joined"), "--join", long_run, short_run])
+    assert [(r["length"], r["prompt_digest"]) for r in result["runs"]] == [(2048, "a2"), (8000, "a8"), (1024, "a1")]
+    assert [(row["length"], row["tau_mean"]) for row in result["rows"]] == [(1024, 2.0), (2048, 3.0), (8000, 4.0)]
+    saved = json.loads((tmp_path / "joined" / "tau_curve.json").read_text())
+    assert saved["join"] == [long_run, short_run] and (tmp_path / "joined" / "tau_curve.md").is_file()
+    capsys.readouterr()
+    other_tokens = run("other", [record(8000, "a8", 4.0, [3, 9])])
+    with pytest.raises(ValueError, match="8000-token code prompt a8 gave other tokens"):
+        tau_curve.joined([long_run, other_tokens])
+    for name, changes, named in (("drafted", {"digest": "w2"}, "draft weights_digest"),
+                                 ("chained", {"settings": {"lookup_tokens": 32}}, "lookup_tokens")):
+        with pytest.raises(ValueError, match=f"measured otherwise than .*long.json \\({named}\\)"):
+            tau_curve.joined([long_run, run(name, [record(1024, "b1", 2.0, [1])], **changes)])
