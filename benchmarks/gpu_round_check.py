@@ -1,12 +1,13 @@
 """GPU check of the captured round: exactness with CUDA graphs on and off, capture time, round time.
 
-    PYTHONPATH=src python benchmarks/gpu_round_check.py
+    PYTHONPATH=src python benchmarks/gpu_round_check.py [--dtypes float32 bfloat16] [--ranks 0 1]
 
 A tiny random Llama on CUDA (float32 and bf16) with a steered draft: the real draft runs, and the
 target's own next token is put at rank `rank` of its logits (a perfect chain at rank 0, non-chain
 accepted paths at rank 1), so commits carry several tokens and gathers really move K/V.
 """
 
+import argparse
 import sys
 import time
 
@@ -42,14 +43,21 @@ def check_kernel():
               f"lse err {(lse[b:b+1] - ref_lse.flatten(1, 2)).abs().max():.2e}")
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])
+    parser.add_argument("--ranks", nargs="+", type=int, choices=[0, 1], default=[0, 1],
+                        help="0: the chain tree, the target's token first; 1: the full tree, non-chain paths")
+    args = parser.parse_args(argv)
     check_kernel()
     failures = 0
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (getattr(torch, name) for name in args.dtypes):
         target = tiny_llama(dtype)
         ids = torch.randint(0, 512, (1, 1500), generator=torch.Generator().manual_seed(1)).cuda()
         reference = target.generate(ids, max_new_tokens=96, do_sample=False)
         for widths, rank in (([1, 1, 1, 1], 0), ([4, 16, 16, 16, 16], 1)):
+            if rank not in args.ranks:
+                continue
             draft = SteeredDraft.from_target(target, reference, ranks=(rank,), tree_widths=widths)
             for graphs in (True, False):
                 for mode in ("hybrid", "masked"):
@@ -66,7 +74,7 @@ def main():
                         print(f"{str(dtype):15s} widths={widths} rank={rank} graphs={graphs} {mode:6s} call{call}: "
                               f"identical={same} tau={stats.tau:.2f} non_chain={stats.non_chain_commits} "
                               f"graphs_used={stats.cuda_graphs} capture_s={stats.capture_seconds} "
-                              f"{1000 * seconds / max(stats.rounds, 1):.2f} ms/round (call incl. prefill)")
+                              f"{1000 * seconds / max(stats.rounds, 1):.2f} ms/round (call incl. prefill)", flush=True)
     print("FAILURES (float32 mismatches):", failures)
     return 1 if failures else 0
 
