@@ -30,6 +30,18 @@ def _machine(result: dict) -> dict:
     return machine[0] if isinstance(machine, list) else machine
 
 
+def _machines(result: dict) -> list[dict]:
+    """Every machine record of a source: one, or one per run that a joined source (tau_curve.py --join) holds."""
+    machine = result.get("machine") or {}
+    return machine if isinstance(machine, list) else [machine]
+
+
+def _provenance(name: str, result: dict) -> str:
+    """`name: `command` (hf-longspec commit C)`, once per run that measured the source."""
+    return f"{name}: " + "; ".join(f"`{machine.get('command_line', '?')}` (hf-longspec commit "
+                                   f"{str(machine.get('git_commit', '?'))[:7]})" for machine in _machines(result))
+
+
 def tau_runs(result: dict) -> list[dict]:
     """One run per (kind, length) row of a tau_curve.json."""
     settings = result.get("settings") or {}
@@ -75,7 +87,7 @@ def environment(*results: dict) -> dict:
     dtypes = {(r.get("settings") or {}).get("dtype") for r in results} - {None}
     return {"device": machine.get("device_name"), "dtype": dtypes.pop() if len(dtypes) == 1 else "bfloat16",
             "torch": machine.get("torch"), "transformers": machine.get("transformers"),
-            "date": ", ".join(sorted({str(_machine(r).get("date_utc", ""))[:10] for r in results} - {""}))}
+            "date": ", ".join(sorted({str(m.get("date_utc", ""))[:10] for r in results for m in _machines(r)} - {""}))}
 
 
 def measured_weights(sources: dict[str, dict], weights_digest: str | None) -> str | None:
@@ -101,9 +113,7 @@ def build(tau: dict | None, decode: dict | None, notes: list[str], weights_diges
     digest = measured_weights({name: r for name, r in (("--tau", tau), ("--decode", decode)) if r is not None},
                               weights_digest)
     runs = (tau_runs(tau) if tau else []) + (decode_runs(decode) if decode else [])
-    provenance = [f"{name}: `{_machine(r).get('command_line', '?')}` (hf-longspec commit "
-                  f"{str(_machine(r).get('git_commit', '?'))[:7]})"
-                  for name, r in (("held-out tau", tau), ("end to end", decode)) if r is not None]
+    provenance = [_provenance(name, r) for name, r in (("held-out tau", tau), ("end to end", decode)) if r is not None]
     depths = [depth_note(tau)] if tau and depth_note(tau) else []
     place = environment(*sources)
     if digest:

@@ -24,14 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "model_cards" / "longspec-smollm2-135m-instruct"
 SHIPPED_WEIGHTS = "model_cards/longspec-smollm2-135m-instruct/model.safetensors"  # in git, at any commit
 RESULTS = ROOT / "docs" / "results" / "session27_2026-12-03"
-TAU_JSON = RESULTS / "tau54_lookup32" / "tau_curve.json"  # the default: the tree and the config's 32-token chain
+# the default (the tree and the config's 32-token chain): the twenty-seventh session's 2k-8k run joined with the
+# thirtieth's 1k run (tau_curve.py --join; its 8000-token prompts repeated the 2k-8k run's to the last digit)
+TAU_JSON = ROOT / "docs" / "results" / "session30_2026-12-04" / "tau_gpu_1k_8k_default.json"
 DECODE_JSON = RESULTS / "decode_bench.json"
 BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 REPO_ID = "hf-longspec/longspec-smollm2-135m-instruct"
 
 NOTES = [
-    "Held-out tau (2026-12-03, twenty-seventh session, H200, benchmarks/tau_curve.py --align end --lookup-tokens 32 "
-    "--lengths 2048 4096 8000 --kinds code prose chat --prompts 6 --new-tokens 128 --no-compile): the corpus eval "
+    "Held-out tau (H200, benchmarks/tau_curve.py --align end --lookup-tokens 32 --lengths 2048 4096 8000 --kinds "
+    "code prose chat --prompts 6 --new-tokens 128 --no-compile, 2026-12-03, twenty-seventh session; the 1024-token "
+    "rows with --lengths 1024 8000, 2026-12-04, thirtieth session, whose 8000-token prompts gave the same tokens as "
+    "the first run; the two joined by tau_curve.py --join): the corpus eval "
     "split (files never used for training, kept apart by file and by source: docs/training.md), 6 prompts per row, "
     "each shorter prompt the suffix of the longest one so that every length continues the same text, bf16, greedy, "
     "the default tree and the config's 32-token prompt-lookup chain (lookup_tokens; copied from the committed text, "
@@ -42,7 +46,8 @@ NOTES = [
     "the target repeating itself (docs/training.md). In float32 on the CPU, over 24 other eval-split prompts at "
     "2k-8k (64 new tokens, code, prose, chat and non-English text), the draft alone: 3.72 against 3.38 (paired "
     "+0.34 +- 0.10, better on 18, worse on 4); with the chain 6.27 against 6.52 (paired -0.25 +- 0.36, better on "
-    "11, worse on 9: a tie).",
+    "11, worse on 9: a tie). From 1k to 8k on the GPU, pooled over code, prose and chat: 7.45 / 9.26 / 7.68 / "
+    "8.41 with the chain, 3.60 / 3.73 / 3.42 / 3.49 without.",
     "Non-English text and an essay (2026-12-04, twenty-eighth session, H200, the same tau_curve.py settings): 18 "
     "eval-split prompts of translated man pages and message catalogs (the development machine's, carried to the GPU "
     "machine), 2k-8k: 12.69 with the chain, 3.60 without "

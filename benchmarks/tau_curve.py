@@ -333,7 +333,7 @@ def joined(paths: list[str]) -> dict:
             records.append(record)
     depth = len(first["settings"]["tree_widths"])
     rows = summarize(records, depth)
-    return {"join": list(paths), "machines": [result["machine"] for result in results], "settings": first["settings"],
+    return {"join": list(paths), "machine": [result["machine"] for result in results], "settings": first["settings"],
             "draft": first["draft"], "rows": rows, "goals": goals(rows), "runs": records}
 
 

@@ -549,6 +549,13 @@ def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_pat
     assert "| code | 4096 | 128 | LongSpec (greedy), end to end | 3.85 | 1179.4 | 3.54x |" in text
     with pytest.raises(ValueError, match="give --tau, --decode or both"):
         builder.build(None, None, [])
+    # a source joined from two runs (tau_curve.py --join) names both commands and both dates
+    first, second = dict(tau["machine"]), {**tau["machine"], "command_line": "tau_curve.py --lengths 1024 8000",
+                                           "git_commit": "abcdef0123", "date_utc": "2026-12-04T10:00:00"}
+    joined = builder.build({**tau, "machine": [first, second]}, None, [])
+    assert f"`{first['command_line']}` (hf-longspec commit {first['git_commit'][:7]}); " \
+           "`tau_curve.py --lengths 1024 8000` (hf-longspec commit abcdef0)" in joined["notes"][0]
+    assert joined["environment"]["date"] == f"{first['date_utc'][:10]}, 2026-12-04"
 
 
 def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch):
