@@ -1445,6 +1445,12 @@ def test_a_draft_drawn_from_the_target_computes_its_first_layer_and_queries_each
         draft.cross_attn.o_proj.weight.zero_()
         torch.testing.assert_close(draft(ids, keys, values, noise_shift=2).logits, first_layer_only(ids).logits)
 
+    from transformers import Qwen3Config, Qwen3ForCausalLM  # q/k norms the draft has no place for: left out
+
+    qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=8)).eval()
+    started = new_draft(qwen3, TrainRecipe(output_dir="", draft_init="target", draft_overrides={"sliding_window": 16}))
+    assert torch.equal(started.self_attn.k_proj.weight, qwen3.model.layers[0].self_attn.k_proj.weight)
     random_start = new_draft(target, TrainRecipe(output_dir="", draft_overrides={"sliding_window": 16}))
     assert not torch.equal(random_start.mlp.down_proj.weight, target.model.layers[0].mlp.down_proj.weight)
     with pytest.raises(TrainingRecipeError, match="draft's mlp.gate_proj.weight is \\(96, 32\\), the target's \\(64, 32\\)"):

@@ -7,7 +7,9 @@ cross-attention reads K/V that target layers cached. Both have a trained counter
 - the cross-attention block over target layer L (config.resolved_target_layers, in block order) starts
   with layer L's own q_proj rows and o_proj columns, the projections trained to query exactly those keys
   and values (its norm: the input norm of the first layer read).
-The final norm is the target's already (LongSpecDraftModel.from_target). Measured on SmolLM2 (thirtieth
+The final norm is the target's already (LongSpecDraftModel.from_target). Weights the draft has no place
+for are left out (Qwen2's q/k/v biases, Qwen3's q/k norms): on such targets the start is near the layer,
+not a copy of it. Measured on SmolLM2 (thirtieth
 session, docs/training.md): this start leads for about 200 steps, then trains to a worse draft (-0.22 tau
 at 700 steps, both seeds), so "random" stays the default.
 """
