@@ -53,7 +53,8 @@ NOTES = [
     "machine), 2k-8k: 12.69 with the chain, 3.60 without "
     "(the draft before it: 12.65 and 3.32; paired alone +0.28 +- 0.09, better on 13, worse on 4). One English "
     "essay that no training source reads (TPJ13, shipped with Perl), 9 prompts: 4.30 with the chain, 2.70 without "
-    "(before: 4.24 and 2.57); on the CPU in float32 with 64 new tokens, 3.57 and 2.36.",
+    "(before: 4.24 and 2.57); on the CPU in float32 with 64 new tokens, 3.57 and 2.36, and with 128 "
+    "(2026-12-04, thirtieth session) 4.50 and 2.62.",
     "Sampling (do_sample=True with temperature, top-k, top-p or min-p) verifies the tree alone by default and "
     "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, with this "
     "draft (2026-12-04; benchmarks/decode_bench.py --lengths 4096 8000 --prompts 2 --repeats 2 --methods "
