@@ -25,15 +25,14 @@ from hf_longspec.publishing.measurements import DRAFT_WEIGHTS
 from hf_longspec.publishing.weights_digest import folder_weights_digest
 
 
-def _machine(result: dict) -> dict:
-    machine = result.get("machine") or {}
-    return machine[0] if isinstance(machine, list) else machine
-
-
 def _machines(result: dict) -> list[dict]:
     """Every machine record of a source: one, or one per run that a joined source (tau_curve.py --join) holds."""
     machine = result.get("machine") or {}
-    return machine if isinstance(machine, list) else [machine]
+    return (machine or [{}]) if isinstance(machine, list) else [machine]
+
+
+def _machine(result: dict) -> dict:
+    return _machines(result)[0]
 
 
 def _provenance(name: str, result: dict) -> str:

@@ -340,18 +340,10 @@ def joined(paths: list[str]) -> dict:
 def write_joined(paths: list[str], out_dir: Path) -> dict:
     result = joined(paths)
     settings = result["settings"]
-    depth = len(settings["tree_widths"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
-    table = markdown(result["rows"], depth)
-    (out_dir / "tau_curve.md").write_text(table + "\n")
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context, {len(paths)} runs joined\n({settings['dtype']}, "
              f"greedy, tree {'-'.join(map(str, settings['tree_widths']))}, chain {settings.get('lookup_tokens')}, "
              f"{settings['new_tokens']} new tokens, prompts aligned at the {settings['align']})")
-    plot(result["runs"], result["rows"], out_dir / "tau_curve.png", title)
-    print(table)
-    print("goals:", json.dumps(result["goals"]))
-    return result
+    return write_result(result, out_dir, title)
 
 
 def text_file(spec: str) -> tuple[str, str]:
@@ -442,12 +434,18 @@ def main(argv=None) -> dict:
               "settings": settings, "draft": {"source": source, "weights_digest": model_weights_digest(draft)},
               "skipped_kinds": skipped, "rows": rows, "goals": goals(rows), "runs": records,
               "seconds": time.perf_counter() - started}
-    table = markdown(rows, depth)
-    (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
-    (out_dir / "tau_curve.md").write_text(table + "\n")
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context\n({device.type}, {dtype}, greedy, "
              f"tree {'-'.join(map(str, widths))}, {args.new_tokens} new tokens, prompts aligned at the {args.align})")
-    plot(records, rows, out_dir / "tau_curve.png", title)
+    return write_result(result, out_dir, title)
+
+
+def write_result(result: dict, out_dir: Path, title: str) -> dict:
+    """DIR/tau_curve.json, .md (the table, also printed with the goals) and .png of a measured or joined result."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown(result["rows"], len(result["settings"]["tree_widths"]))
+    (out_dir / "tau_curve.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "tau_curve.md").write_text(table + "\n")
+    plot(result["runs"], result["rows"], out_dir / "tau_curve.png", title)
     print(table)
     print("goals:", json.dumps(result["goals"]))
     return result

@@ -41,13 +41,17 @@ def _copy(into: torch.Tensor, source: torch.Tensor, name: str) -> None:
     into.copy_(source.detach().to(into.dtype))
 
 
+def _copy_bias(into: torch.Tensor | None, source: torch.Tensor | None, name: str) -> None:
+    """A bias the draft has: the target's, or zero where the target has none."""
+    if into is not None and source is None:
+        into.zero_()
+    elif into is not None:
+        _copy(into, source, name)
+
+
 def _copy_linear(into: nn.Linear, source: nn.Linear, name: str) -> None:
     _copy(into.weight, source.weight, f"{name}.weight")
-    if into.bias is not None:
-        if source.bias is None:
-            into.bias.zero_()
-        else:
-            _copy(into.bias, source.bias, f"{name}.bias")
+    _copy_bias(into.bias, source.bias, f"{name}.bias")
 
 
 @torch.no_grad()
@@ -71,8 +75,7 @@ def start_from_target(draft: LongSpecDraftModel, target) -> LongSpecDraftModel:
         attention = layers[layer_index].self_attn
         rows = slice(block * features, (block + 1) * features)
         _copy(cross.q_proj.weight[rows], attention.q_proj.weight, f"cross_attn.q_proj rows of layer {layer_index}")
-        if cross.q_proj.bias is not None:
-            source = attention.q_proj.bias
-            cross.q_proj.bias[rows] = 0 if source is None else source.to(cross.q_proj.bias.dtype)
+        _copy_bias(None if cross.q_proj.bias is None else cross.q_proj.bias[rows], attention.q_proj.bias,
+                   f"cross_attn.q_proj bias of layer {layer_index}")
         _copy(cross.o_proj.weight[:, rows], attention.o_proj.weight, f"cross_attn.o_proj columns of layer {layer_index}")
     return draft
