@@ -129,6 +129,34 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     assert "rebuilt unverified" not in lookup.compare(result["runs"], prompts, depth=5)
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "tau_curve.png").stat().st_size > 0
+    # each prompt's record was also written as it was measured: a run cut by a time limit keeps them
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == result["runs"]
+
+
+def test_a_repeated_prompt_counts_once_and_flatness_has_a_paired_interval(tau_curve):
+    """Two indices that cut the same prompt (prose: little eval text) are one measurement; the mean
+    goal is over code, prose and chat only; each kind's 8000 / 2048 ratio gets a bootstrap interval."""
+    def run(kind, index, length, tau, digest=None):
+        return {"kind": kind, "index": index, "length": length, "tau": tau, "histogram": {"1": 1},
+                "prompt_digest": digest or f"{kind}{index}@{length}"}
+
+    records = [run("prose", 0, 2048, 4.0), run("prose", 0, 8000, 2.0),
+               run("prose", 1, 2048, 4.0, "same"), run("prose", 1, 8000, 3.0, "same8"),
+               run("prose", 2, 2048, 4.0, "same"), run("prose", 2, 8000, 3.0, "same8"),  # index 1 again
+               run("code", 0, 2048, 3.0), run("code", 0, 8000, 3.0),
+               run("docs", 0, 2048, 9.0), run("docs", 0, 8000, 9.0)]
+    rows = tau_curve.summarize(records, depth=5)
+    prose = {row["length"]: row for row in rows if row["kind"] == "prose"}
+    assert prose[2048]["n"] == 2 and prose[2048]["repeated"] == 1 and prose[8000]["tau_mean"] == 2.5
+    goals = tau_curve.goals(rows, records)
+    assert goals["mean_over_kinds"] == ["prose", "code"] and goals["mean_tau_2k_8k"] == (4.0 + 2.5 + 3.0 + 3.0) / 4
+    flat = goals["flatness_8000_over_2048"]
+    assert flat["prose"]["pairs"] == 2 and flat["prose"]["ratio"] == 2.5 / 4.0
+    assert flat["prose"]["low"] == 0.5 and flat["prose"]["high"] == 0.75  # the two pairs' own ratios bound it
+    assert flat["code"] == {"ratio": 1.0, "low": 1.0, "high": 1.0, "pairs": 1}
+    assert goals == tau_curve.goals(rows, records)  # seeded: the same file, the same interval
+    assert "| 2048 | prose | 2 (+1 repeated) |" in tau_curve.markdown(rows, 5)
 
 
 
@@ -766,3 +794,17 @@ def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau
                                  ("chained", {"settings": {"lookup_tokens": 32}}, "lookup_tokens")):
         with pytest.raises(ValueError, match=f"measured otherwise than .*long.json \\({named}\\)"):
             tau_curve.joined([long_run, run(name, [record(1024, "b1", 2.0, [1])], **changes)])
+
+
+def test_prompt_overlap_finds_a_prompt_whose_ending_another_holds():
+    """benchmarks/prompt_overlap.py: prompt 1 ends in text prompt 0 holds (a license two packages ship),
+    prompt 2 is text of its own; the shares and groups say so."""
+    overlap = load_script("benchmarks/prompt_overlap.py")
+    shared = list(range(1000, 1400))
+    prompts = [{"index": 0, "source": "a", "input_ids": list(range(0, 200)) + shared},
+               {"index": 1, "source": "b", "input_ids": list(range(5000, 5300)) + shared[:300]},
+               {"index": 2, "source": "c", "input_ids": list(range(9000, 9600))}]
+    rows = overlap.overlap_table(prompts, window=256, threshold=0.2)
+    assert rows[1]["largest_share"] == 1.0 and rows[1]["with_index"] == 0  # its whole window is in prompt 0
+    assert rows[2]["largest_share"] == 0.0
+    assert [row["group"] for row in rows] == [0, 0, 1]
