@@ -257,6 +257,11 @@ def summarize(records: list[dict], depth: int) -> list[dict]:
 ISSUE_KINDS = ("code", "prose", "chat")  # the kinds issue 12's mean is taken over; other kinds are reported beside
 
 
+def ratio(pairs: list[tuple[float, float]]) -> float:
+    """Mean of the second taus over mean of the first (a ratio of means, as the cells report them)."""
+    return statistics.fmean(b for _, b in pairs) / statistics.fmean(a for a, _ in pairs)
+
+
 def flatness(records: list[dict], short: int, long: int, resamples: int = 4000) -> dict:
     """Per kind: mean tau at `long` over mean tau at `short` on the (kind, index) pairs measured at both
     (each distinct pair of prompts once), with a 95% interval from a paired bootstrap over those pairs
@@ -275,7 +280,6 @@ def flatness(records: list[dict], short: int, long: int, resamples: int = 4000) 
                 pairs.append((record["tau"], other["tau"]))
         if not pairs:
             continue
-        ratio = lambda chosen: statistics.fmean(b for _, b in chosen) / statistics.fmean(a for a, _ in chosen)
         draw = random.Random(0)
         boots = sorted(ratio([draw.choice(pairs) for _ in pairs]) for _ in range(resamples))
         result[kind] = {"ratio": ratio(pairs), "low": boots[int(0.025 * resamples)],
