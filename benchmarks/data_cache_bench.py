@@ -23,14 +23,11 @@ import time
 
 def start(cache: str, max_tokens: int, seq_len: int) -> dict:
     """One start, in this process: the tokenizer loaded, then the chunks built or loaded and timed."""
-    from transformers import AutoTokenizer
-
-    from hf_longspec.embedded import embedded_gguf_path
+    from hf_longspec.embedded import load_tokenizer
     from hf_longspec.training.data_cache import data_fingerprint
     from hf_longspec.training.run import TrainRecipe, build_dataset, loader_arguments
 
-    gguf = embedded_gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer = load_tokenizer()
     recipe = TrainRecipe(output_dir="", seq_len=seq_len, max_tokens=max_tokens, data_cache=cache)
     began = time.perf_counter()
     data_fingerprint(tokenizer, loader_arguments(recipe))  # finds, stats and hashes the source files

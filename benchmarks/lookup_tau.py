@@ -124,9 +124,9 @@ def main(argv=None) -> int:
         parser.error(f"--search-window {args.search_window}: each must be >= 1 (tokens of the prompt the search sees)")
     result = json.loads(Path(args.tau_json).read_text())
     settings = result["settings"]
-    from hf_longspec.cli import _load_tokenizer
+    from hf_longspec.embedded import load_tokenizer
 
-    tokenizer = _load_tokenizer(args.target, None)
+    tokenizer = load_tokenizer(args.target)
     prompts = replay_prompts(tokenizer, settings)
     for sizes in args.ngram_sizes or [NGRAM_SIZES]:
         for window in args.search_window or [None]:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from hf_longspec.corpus import KINDS, documents
-from hf_longspec.embedded import load_embedded_target
+from hf_longspec.embedded import load_tokenizer
 from hf_longspec.evaluation import prompt_digest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,19 +31,16 @@ from tau_curve import build_prompts  # noqa: E402  (the very prompts tau_curve r
 GRAM, STRIDE = 16, 8
 
 
-def grams(ids: list[int], start: int = 0) -> set[tuple[int, ...]]:
-    return {tuple(ids[i : i + GRAM]) for i in range(start, len(ids) - GRAM + 1, STRIDE)}
-
-
-def all_grams(ids: list[int]) -> set[tuple[int, ...]]:
-    """Every 16-gram (stride 1), so a window's strided grams are found at any alignment."""
-    return {tuple(ids[i : i + GRAM]) for i in range(len(ids) - GRAM + 1)}
+def grams(ids: list[int], start: int = 0, stride: int = STRIDE) -> set[tuple[int, ...]]:
+    """The 16-grams from `start` on, every `stride`-th (a prompt's whole text: stride 1, so a window's
+    strided grams are found at any alignment)."""
+    return {tuple(ids[i : i + GRAM]) for i in range(start, len(ids) - GRAM + 1, stride)}
 
 
 def overlap_table(prompts: list[dict], window: int, threshold: float) -> list[dict]:
     """Per prompt of one kind: its window's largest shared share with another prompt, and its group."""
     tails = [grams(p["input_ids"], len(p["input_ids"]) - window) for p in prompts]
-    whole = [all_grams(p["input_ids"]) for p in prompts]
+    whole = [grams(p["input_ids"], stride=1) for p in prompts]
     shares = [[len(tails[i] & whole[j]) / len(tails[i]) if i != j else 0.0 for j in range(len(prompts))]
               for i in range(len(prompts))]
     groups: list[list[int]] = []
@@ -76,7 +73,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.window <= args.length:
         parser.error(f"--window {args.window}: allowed 1..--length ({args.length})")
-    _, tokenizer = load_embedded_target(device="cpu")
+    tokenizer = load_tokenizer()
     skipped: dict = {}
     prompts = build_prompts(tokenizer, [args.length], args.kinds, args.prompts, seed=args.seed, skipped=skipped)
     result = {"settings": vars(args), "skipped": skipped, "kinds": {}}

@@ -211,6 +211,11 @@ def target_confidence(scores) -> dict:
     return {"target_top1_prob": float(probs.max(dim=-1).values.mean()), "target_entropy": float(entropy.mean())}
 
 
+def prompt_key(record: dict) -> tuple:
+    """What makes two runs the same measurement: the length, the kind and the prompt's digest."""
+    return record["length"], record["kind"], record["prompt_digest"]
+
+
 def distinct(records: list[dict]) -> list[dict]:
     """Each (length, kind, prompt) once: where a kind's eval text is small (prose: package metadata and
     licenses), two indices can cut the very same prompt, and its run would count twice."""
@@ -219,9 +224,8 @@ def distinct(records: list[dict]) -> list[dict]:
         if "prompt_digest" not in record:  # an older run that did not name its prompts: each its own
             kept.append(record)
             continue
-        key = (record["length"], record["kind"], record["prompt_digest"])
-        if key not in seen:
-            seen.add(key)
+        if prompt_key(record) not in seen:
+            seen.add(prompt_key(record))
             kept.append(record)
     return kept
 
@@ -384,7 +388,7 @@ def joined(paths: list[str]) -> dict:
             raise ValueError(f"{path} measured otherwise than {paths[0]} ({', '.join(differ)}); allowed: runs of one "
                              "draft with the same settings")
         for record in result["runs"]:
-            key = (record["length"], record["kind"], record["prompt_digest"])
+            key = prompt_key(record)
             if key in seen:
                 if (seen[key]["tokens"], seen[key]["tau"]) != (record["tokens"], record["tau"]):
                     raise ValueError(f"{path}: the {record['length']}-token {record['kind']} prompt "

@@ -274,7 +274,7 @@ def test_lookup_tau_replays_each_set_of_ngram_sizes_it_is_given(tmp_path, monkey
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"settings": {"lengths": [8], "kinds": ["code"], "prompts": 1}, "runs": [run]}))
     monkeypatch.setattr(lookup, "replay_prompts", lambda tokenizer, settings: {(8, "code", 0): prompt})
-    monkeypatch.setattr("hf_longspec.cli._load_tokenizer", lambda target, revision: None)
+    monkeypatch.setattr("hf_longspec.embedded.load_tokenizer", lambda target, gguf_file=None: None)
     assert lookup.main([str(path), "--ngram-sizes", "1", "--ngram-sizes", "1", "3", "2"]) == 0
     out = capsys.readouterr().out
     assert "n-grams 1, 1 prompts" in out and "n-grams 3/2/1, 1 prompts" in out
@@ -298,7 +298,7 @@ def test_lookup_tau_search_window_hides_the_prompts_older_matches(tmp_path, monk
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"settings": {"lengths": [12], "kinds": ["prose"], "prompts": 1}, "runs": [run]}))
     monkeypatch.setattr(lookup, "replay_prompts", lambda tokenizer, settings: {(12, "prose", 0): prompt})
-    monkeypatch.setattr("hf_longspec.cli._load_tokenizer", lambda target, revision: None)
+    monkeypatch.setattr("hf_longspec.embedded.load_tokenizer", lambda target, gguf_file=None: None)
     assert lookup.main([str(path), "--search-window", "4", "--search-window", "100"]) == 0
     out = capsys.readouterr().out
     assert "searching the prompt's last 4 tokens" in out and "searching the prompt's last 100 tokens" in out

