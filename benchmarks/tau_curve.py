@@ -19,8 +19,10 @@ Prompts come from the corpus eval split only (never trained on), at exactly each
   so each length ends in, and continues, a different document.
 Acceptance per depth comes from the histogram of tokens per round: reach[d] = share of rounds whose
 accepted path is at least d draft tokens deep, and accept[d] = reach[d] / reach[d - 1].
-`--check-exact` also runs plain greedy generate and records whether the tokens are identical
-(bare: every length; with lengths: only those). Writes DIR/tau_curve.json, .md and .png, and each prompt's
+`--check-exact` also runs plain greedy generate and records whether the tokens are identical and the
+target's probability of its greedy token at each step (bare: every length; with lengths: only those);
+every record keeps its rounds' lengths in order, so benchmarks/certainty_strata.py can set the draft's
+hits beside the target's certainty. Writes DIR/tau_curve.json, .md and .png, and each prompt's
 record to DIR/runs.jsonl as soon as it is measured (a run cut short keeps those).
 `--text-file NAME=PATH` adds a kind NAME cut from one local text file (text no corpus source reads,
 e.g. an essay: the issue's "plain English essays" have no corpus kind): prompt i of it ends at its own
@@ -186,7 +188,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     record["prompt_digest"] = prompt_digest(prompt["input_ids"])
     record.update(tau=stats["tau"], rounds=stats["rounds"], new_tokens=len(new), seconds=time.perf_counter() - start,
                   histogram=stats["accepted_length_histogram"], depth=depth_acceptance(stats["accepted_length_histogram"], depth),
-                  tokens=new, lookup_commits=stats.get("lookup_commits", 0))
+                  tokens=new, lookup_commits=stats.get("lookup_commits", 0),
+                  round_lengths=draft.last_stats.round_lengths.get(0, []))
     if check_exact:
         start = time.perf_counter()
         vanilla = target.generate(ids, **common, return_dict_in_generate=True, output_scores=True)
@@ -194,6 +197,7 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
         _sync(device)
         record["vanilla_seconds"] = time.perf_counter() - start
         record.update(target_confidence(vanilla.scores))
+        record["target_top1_probs"] = target_step_probs(vanilla.scores)
         record["identical"] = reference == new
         if not record["identical"]:
             record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
@@ -209,6 +213,13 @@ def target_confidence(scores) -> dict:
     probs = torch.softmax(torch.stack([step[0] for step in scores]).float(), dim=-1)
     entropy = -(probs * torch.log(probs.clamp(min=1e-30))).sum(dim=-1)
     return {"target_top1_prob": float(probs.max(dim=-1).values.mean()), "target_entropy": float(entropy.mean())}
+
+
+def target_step_probs(scores) -> list[float]:
+    """The target's probability of its greedy token at each step, in order (4 decimals): with the
+    record's `round_lengths`, certainty_strata.py sets the draft's hits beside the target's certainty."""
+    probs = torch.softmax(torch.stack([step[0] for step in scores]).float(), dim=-1)
+    return [round(p, 4) for p in probs.max(dim=-1).values.tolist()]
 
 
 def prompt_key(record: dict) -> tuple:

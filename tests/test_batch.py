@@ -68,6 +68,11 @@ def test_rows_accept_different_paths_in_one_round(pair):
     assert torch.equal(out, reference)
     stats = steered.last_stats
     assert stats.non_chain_commits > 0 and max(stats.histogram()) == 4 and min(stats.histogram()) == 1
+    # per row, in order: row 0 commits whole 4-token paths (its last round cut by max_new_tokens), the
+    # others mostly a root's miss and the target's token; every row's rounds emit all but its prefill token
+    assert stats.round_lengths[0] == [4, 4, 4, 4, 3]
+    assert all(sum(stats.round_lengths[row]) == NEW - 1 for row in (0, 1, 2))
+    assert all(stats.round_lengths[row].count(1) >= len(stats.round_lengths[row]) - 2 for row in (1, 2))
 
 
 def test_a_row_that_hits_eos_stops_without_stalling_the_others(pair):

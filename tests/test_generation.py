@@ -33,6 +33,8 @@ def test_greedy_matches_vanilla_and_stock_paths_stay_stock(mode):
     stats = draft.last_stats
     assert stats.new_tokens == 30 and stats.emitted_tokens == 29 and stats.rounds >= 1
     assert sum(length * count for length, count in stats.histogram().items()) == stats.emitted_tokens
+    assert list(stats.round_lengths) == [0] and sum(stats.round_lengths[0]) == stats.emitted_tokens
+    assert len(stats.round_lengths[0]) == stats.rounds
     # binding selected the hybrid implementation once; it keeps sdpa for every non-tree call, and no
     # call switches model-wide state
     assert target.config._attn_implementation == "longspec_hybrid"
@@ -284,6 +286,7 @@ def test_stopping_in_the_middle_of_a_path_and_max_new_tokens_exact(mode):
                           return_dict_in_generate=True, longspec_verify_attention=mode)
     assert torch.equal(out.sequences, reference) and reference.shape[1] == ids.shape[1] + 8
     assert draft.last_stats.histogram() == {4: 1, 3: 1}  # round 2 was stopped inside its accepted path
+    assert draft.last_stats.round_lengths == {0: [4, 3]}  # in order: round 1's whole path, then the cut one
     cache = out.cache if "cache" in out else out.past_key_values
     assert cache.get_seq_length() == reference.shape[1] - 1  # cropped to the emitted tokens
     for new in (1, 2, 6, 7, 8, 9):

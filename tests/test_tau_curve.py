@@ -108,7 +108,8 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # PyTorch math on the CPU, as a plain run
     monkeypatch.setattr(tau_curve, "load_embedded_target", lambda **kwargs: embedded)  # the session's SmolLM2
     tau_curve.main(["--out", str(tmp_path), "--lengths", "96", "--kinds", "code", "chat", "--prompts", "1",
-                    "--new-tokens", "4", "--check-exact"])  # prose prompts: test_bench's workloads test
+                    "--new-tokens", "12", "--check-exact", "--lookup-tokens", "0"])  # prose prompts: test_bench's
+    # workloads test; the draft's tree alone, so that certainty_strata.py (below) may read its rounds
     result = json.loads((tmp_path / "tau_curve.json").read_text())
     assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]
     assert result["settings"]["tree_widths"] == [4, 16, 16, 16, 16] and result["settings"]["dtype"] == "float32"
@@ -117,8 +118,11 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     assert result["draft"]["weights_digest"] == folder_weights_digest(embedded_draft_dir())  # what it measured
     for run in result["runs"]:
         assert run["tau"] >= 1.0 and run["identical"] is True  # float32: the same tokens as greedy
-        assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 4
+        assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 12
         assert 0 < run["target_top1_prob"] <= 1 and run["target_entropy"] >= 0  # from the vanilla pass
+        assert len(run["target_top1_probs"]) == run["new_tokens"]  # one certainty per step, in order
+        assert run["target_top1_prob"] == pytest.approx(statistics.fmean(run["target_top1_probs"]), abs=1e-4)
+        assert sum(run["round_lengths"]) == run["new_tokens"] - 1 and len(run["round_lengths"]) == run["rounds"]
     assert all(row["exact"] == "1/1" for row in result["rows"]) and result["goals"]["chat_tau"] >= 1.0
     assert "| 96 | chat | 1 |" in (tmp_path / "tau_curve.md").read_text()
     # each run names its prompt, and lookup_tau.py rebuilds the same ones from the settings
@@ -132,6 +136,13 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     # each prompt's record was also written as it was measured: a run cut by a time limit keeps them
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == result["runs"]
+    # certainty_strata.py reads such a run (here one length against itself: the same rates)
+    strata = load_script("benchmarks/certainty_strata.py")
+    report = strata.main([str(tmp_path / "runs.jsonl"), "--out", str(tmp_path / "strata"), "--short", "96",
+                          "--long", "96", "--edges", "0.5"])
+    pooled = report["strata"]["all"]
+    assert pooled["pairs"] == 2 and pooled["short_counts"] == pooled["long_counts"]
+    assert pooled["ratio_raw"] == 1.0 and pooled["ratio_standardized"] == pytest.approx(1.0)
 
 
 def test_a_repeated_prompt_counts_once_and_flatness_has_a_paired_interval(tau_curve):
@@ -158,6 +169,50 @@ def test_a_repeated_prompt_counts_once_and_flatness_has_a_paired_interval(tau_cu
     assert goals == tau_curve.goals(rows, records)  # seeded: the same file, the same interval
     assert "| 2048 | prose | 2 (+1 repeated) |" in tau_curve.markdown(rows, 5)
 
+
+
+def test_certainty_strata_reads_each_round_as_hits_then_a_miss_unless_the_path_was_full():
+    """Rounds of 3, 1, 6 and 2 tokens on a 5-deep tree: hits at depths 1-2 then a miss at 3; a miss at
+    depth 1; five hits and no miss (the target's token after a full path); the last round is left out.
+    From the first divergence from plain generate on, no position counts; a run without the records, or
+    one that committed the prompt-lookup chain, is refused by name."""
+    strata = load_script("benchmarks/certainty_strata.py")
+    probs = [round(0.05 * i, 2) for i in range(13)]
+    record = {"kind": "prose", "index": 0, "length": 2048, "round_lengths": [3, 1, 6, 2], "target_top1_probs": probs,
+              "identical": True}
+    got = strata.position_outcomes(record, depth=5)
+    assert got == [(0.05, 1, True), (0.1, 2, True), (0.15, 3, False), (0.2, 1, False),
+                   (0.25, 1, True), (0.3, 2, True), (0.35, 3, True), (0.4, 4, True), (0.45, 5, True)]
+    assert strata.position_outcomes({**record, "identical": False, "first_divergence": 6}, depth=5) == got[:5]
+    with pytest.raises(ValueError, match="no round_lengths or target_top1_probs; allowed: tau_curve.py runs with --check-exact"):
+        strata.position_outcomes({"kind": "prose", "index": 0, "length": 2048, "round_lengths": [2]}, depth=5)
+    with pytest.raises(ValueError, match="committed the prompt-lookup chain.*allowed: --lookup-tokens 0"):
+        strata.position_outcomes({**record, "lookup_commits": 1}, depth=5)
+
+
+def test_certainty_strata_standardizes_the_long_prompts_to_the_short_ones_certainty():
+    """A draft that hits 90% of sure positions and 30% of unsure ones at both lengths, while the target is
+    sure at 80% of the short prompts' positions and 40% of the long ones': the raw rate falls, the
+    standardized one does not (the fall is the target's); a draft whose rates halve at 8k falls in both."""
+    strata = load_script("benchmarks/certainty_strata.py")
+
+    def record(index, length, sure, unsure, sure_hits, unsure_hits):
+        # one-token rounds are misses at depth 1, two-token rounds a hit then (the last round aside) a miss
+        probs, rounds = [0.5], []
+        for count, hits, p in ((sure, sure_hits, 0.95), (unsure, unsure_hits, 0.2)):
+            for i in range(count):
+                rounds.append(2 if i < hits else 1)
+                probs += [p] * rounds[-1]
+        return {"kind": "prose", "index": index, "length": length, "round_lengths": rounds + [1],
+                "target_top1_probs": probs + [0.5], "identical": True}
+
+    same_draft = [record(i, 2048, 80, 20, 72, 6) for i in range(3)] + [record(i, 8000, 40, 60, 36, 18) for i in range(3)]
+    s = strata.strata(same_draft, 2048, 8000, depth=5, edges=[0.5])["prose"]
+    assert s["pairs"] == 3 and s["ratio_raw"] < 0.85
+    assert s["ratio_standardized"] == pytest.approx(1.0) and s["interval_standardized"][0] == pytest.approx(1.0)
+    worse_draft = same_draft[:3] + [record(i, 8000, 80, 20, 36, 3) for i in range(3)]
+    s = strata.strata(worse_draft, 2048, 8000, depth=5, edges=[0.5])["prose"]
+    assert s["ratio_raw"] < 0.7 and s["ratio_standardized"] < 0.7 and s["interval_standardized"][1] < 0.9
 
 
 def test_target_confidence_is_the_mean_probability_and_entropy_of_its_steps(tau_curve):

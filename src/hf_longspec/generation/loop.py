@@ -352,6 +352,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                 stats.drafted_nodes += drafted
                 stats.emitted_tokens += emitted
                 stats.accepted_lengths[emitted] += 1
+                stats.round_lengths.setdefault(row, []).append(emitted)
                 stats.non_chain_commits += int(bool(non_chain))
                 stats.lookup_commits += lookup
             running = [not e.finished for e in emitters]

@@ -16,6 +16,10 @@ class LongSpecStats:
     non_chain_commits: int = 0  # rounds whose accepted path left the best-ranked child at some depth
     lookup_commits: int = 0  # rounds that kept the prompt-lookup chain's path (longspec_lookup_tokens)
     accepted_lengths: Counter = field(default_factory=Counter)  # tokens per round -> rounds
+    # per batch row, the tokens each of its rounds emitted, in order: a round's tokens but its last are the
+    # draft's accepted ones, so this says which output positions the draft predicted (only a row's last
+    # round can be cut short, by a stop); the histogram cannot say where in the text a round fell
+    round_lengths: dict[int, list[int]] = field(default_factory=dict)
     cuda_graphs: bool = False  # whether rounds were replayed as a captured CUDA graph
     host_walked: bool = False  # whether the host walked each tree (processors that read the text, scores)
     compiled: bool = False  # whether the round's drafting ran torch.compile'd code
