@@ -17,8 +17,9 @@ hit rate is given per bin of the target's certainty, and the long prompts' rate 
 standardized: its per-bin rates weighted by the short prompts' share of positions per bin. If the
 standardized rate equals the short prompts' rate, the fall is all in the target's certainty (what it
 writes after the longer context), none in the draft; if it stays below, the draft reads the longer
-context worse. Only (kind, index) pairs measured at both lengths count; the 95% intervals come from a
-paired bootstrap over those pairs (seeded).
+context worse. Only (kind, index) pairs measured at both lengths count, a pair of prompts that another
+index cut identically once (as tau_curve.py counts them); the 95% intervals come from a paired bootstrap
+over those pairs (seeded).
 """
 
 from __future__ import annotations
@@ -101,10 +102,14 @@ def strata(records: list[dict], short: int, long: int, depth: int, edges=DEFAULT
     """Per kind (and all kinds pooled): positions and hit rate per certainty bin at both lengths, the rates,
     and 95% paired-bootstrap intervals of long / short for the raw and the standardized rate."""
     by_key = {(r["kind"], r["index"], r["length"]): r for r in records if kinds is None or r["kind"] in kinds}
-    pairs = {}
+    pairs, seen = {}, set()
     for (kind, index, length), record in by_key.items():
         other = by_key.get((kind, index, long))
         if length == short and other is not None:
+            twice = (kind, record.get("prompt_digest", index), other.get("prompt_digest", index))
+            if twice in seen:  # two indices cut the same prompts (a kind with little eval text): count them once
+                continue
+            seen.add(twice)
             pairs.setdefault(kind, []).append((bin_counts(position_outcomes(record, depth), edges),
                                                bin_counts(position_outcomes(other, depth), edges),
                                                record["target_top1_probs"], other["target_top1_probs"]))

@@ -19,7 +19,8 @@ recovers it, the draft loses by reading more keys (attention spread over distrac
 recover, by reading the target's 8k cache itself. `--continue-from short` scores the 2k continuation
 instead: the other text, at both lengths. The target's own greedy tokens at 2048 and 8000 are compared
 too (how often the label itself changes).
-Writes DIR/draft_context_probe.json and prints a table. Runs the draft's real modules; the unrestricted
+Writes DIR/draft_context_probe.json and prints a table; each prompt's result also goes to DIR/results.jsonl
+as soon as it is probed (a run cut short keeps those). Runs on the target's device (the GPU when there is one). Runs the draft's real modules; the unrestricted
 reading is checked against the draft's own training forward before anything is measured.
 """
 
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -77,19 +80,19 @@ def draft_logits(draft, ids: torch.Tensor, keys, values, queries: int, shift: in
     tokens are run through it (positions kept)."""
     seq = ids.shape[1]
     start = max(0, seq - queries - draft.config.sliding_window)
-    positions = torch.arange(start, seq)[None]
+    positions = torch.arange(start, seq, device=ids.device)[None]
     hidden = draft._embed(ids[:, start:])
     cos, sin = draft.rotary_emb(positions, hidden.dtype)
     hidden = hidden + draft.self_attn.forward_sequence(draft.input_layernorm(hidden), cos, sin, positions)
     hidden, cos, sin = hidden[:, -queries:], cos[:, -queries:], sin[:, -queries:]
     attention = draft.cross_attn
-    mask = cross_attention_mask(seq, queries, shift, recent, draft.config.num_anchor_tokens)
+    mask = cross_attention_mask(seq, queries, shift, recent, draft.config.num_anchor_tokens).to(ids.device)
     query = attention.project_q(draft.cross_attn_layernorm(hidden), cos, sin)
     query = attention.scale_by_length(query, mask.sum(-1)[None, None, :, None])  # a no-op unless the draft learned one
     read = attend(query, keys, values, mask=mask[None, None], scale=attention.scaling)
     read = attention.output(read)
     if attention.entry_proj is not None:  # the direct read of entry i - shift (configuration_longspec.py)
-        index = torch.arange(seq - queries, seq)[None] - shift
+        index = torch.arange(seq - queries, seq, device=ids.device)[None] - shift
         entry_cos, entry_sin = draft.rotary_emb(index, hidden.dtype)
         read = read + attention.entry_output(attention.newest_entry(keys, values, index, entry_cos, entry_sin))
     hidden = hidden + read
@@ -118,7 +121,7 @@ def check_against_training_forward(draft, target, ids: torch.Tensor, shift: int)
 def with_continuation(target, long_prompt: dict, short_prompt: dict, tokens: int, source: str = "long") -> tuple[dict, dict]:
     """Both prompts extended by the target's greedy continuation of the `source` one ("long": the text a
     tree drafts at 8k, read also with only 2048 tokens before it; "short": the text it drafts at 2k)."""
-    ids = torch.tensor([(long_prompt if source == "long" else short_prompt)["input_ids"]])
+    ids = torch.tensor([(long_prompt if source == "long" else short_prompt)["input_ids"]], device=target.device)
     new = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, min_new_tokens=tokens,
                           do_sample=False)[0, ids.shape[1]:].tolist()
     return ({**long_prompt, "input_ids": long_prompt["input_ids"] + new},
@@ -133,7 +136,7 @@ def probe(target, draft, long_prompt: dict, short_prompt: dict, args) -> dict:
                                                       args.continue_from)
     runs = {}
     for name, prompt in (("short", short_prompt), ("long", long_prompt)):
-        ids = torch.tensor([prompt["input_ids"]])
+        ids = torch.tensor([prompt["input_ids"]], device=target.device)
         logits, keys, values = target_pass(target, ids, layers)
         runs[name] = (ids, logits[-args.queries:], keys, values)
     result["target_same_label"] = float((runs["short"][1].argmax(-1) == runs["long"][1].argmax(-1)).float().mean())
@@ -166,6 +169,37 @@ def table(results: list[dict], shifts, labels) -> str:
     return "\n".join(lines)
 
 
+def read_results(path: str) -> list[dict]:
+    """Each prompt's shift-1 readings from a results.jsonl (whole records) or from a run's log, whose lines
+    `KIND-INDEX: {shift 1 readings} (N s)` are what a run cut before its results.jsonl existed left."""
+    results = []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("{"):
+            results.append(json.loads(line))
+        elif (match := re.fullmatch(r"(\w+)-(\d+): (\{.*\}) \(\d+ s\)", line.strip())):
+            results.append({"kind": match.group(1), "index": int(match.group(2)), "shift 1": json.loads(match.group(3))})
+    return results
+
+
+def paired_summary(results: list[dict], shift: int = 1) -> dict:
+    """Per kind and measure (top1, top4): the mean of each reading, and each reading's mean paired
+    difference from the one before it (± its standard error, prompts better / worse)."""
+    summary = {}
+    for kind in dict.fromkeys(r["kind"] for r in results):
+        mine = [r[f"shift {shift}"] for r in results if r["kind"] == kind]
+        labels = list(mine[0])
+        for measure in ("top1", "top4"):
+            cell = {"prompts": len(mine), "mean": {label: statistics.fmean(m[label][measure] for m in mine) for label in labels}}
+            for before, after in zip(labels, labels[1:]):
+                deltas = [m[after][measure] - m[before][measure] for m in mine]
+                cell[f"{after} - {before}"] = {
+                    "mean": statistics.fmean(deltas),
+                    "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5 if len(deltas) > 1 else None,
+                    "better": sum(d > 0 for d in deltas), "worse": sum(d < 0 for d in deltas)}
+            summary.setdefault(kind, {})[measure] = cell
+    return summary
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -181,7 +215,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--continue-from", choices=("long", "short"), default="long",
                         help="whose continuation --continuation appends: the long prompt's (default) or the short one's")
     parser.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a draft folder")
+    parser.add_argument("--summarize", default=None, metavar="FILE",
+                        help="load no model: the paired summary of a results.jsonl or a run's log, into --out")
     args = parser.parse_args(argv)
+    if args.summarize:
+        summary = paired_summary(read_results(args.summarize))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "draft_context_probe_summary.json").write_text(json.dumps(summary, indent=1))
+        print(json.dumps(summary, indent=1))
+        return summary
     short, long = args.lengths
     if args.continuation:
         args.queries = args.continuation
@@ -192,28 +234,32 @@ def main(argv=None) -> dict:
     target, tokenizer = load_embedded_target(dtype=torch.float32)
     draft, draft_source = load_draft_for(target, args.draft)
     prompts = build_prompts(tokenizer, [short, long], args.kinds, args.prompts, align="end")
-    check_against_training_forward(draft, target, torch.tensor([prompts[0]["input_ids"][-512:]]), shift=2)
+    check_against_training_forward(draft, target, torch.tensor([prompts[0]["input_ids"][-512:]], device=target.device), shift=2)
 
     started = time.perf_counter()
     results = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "results.jsonl"  # one line per probed prompt, as it is probed: what a run cut by a time limit keeps
+    partial.write_text("")
     for kind in args.kinds:
         for index in range(args.prompts):
             pair = {p["length"]: p for p in prompts if p["kind"] == kind and p["index"] == index}
             if len(pair) < 2:
                 continue
             results.append(probe(target, draft, pair[long], pair[short], args))
+            with partial.open("a") as stream:
+                stream.write(json.dumps(results[-1]) + "\n")
             print(f"{kind}-{index}: {json.dumps(results[-1]['shift 1'])} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
     labels = [f"{short}", f"{long}", f"{long}, recent {args.recent}"]
     report = {"settings": vars(args), "draft": draft_source, "results": results, "seconds": time.perf_counter() - started,
-              "table": table(results, args.shifts, labels)}
+              "table": table(results, args.shifts, labels), "paired": paired_summary(results)}
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r for r in results if r["kind"] == kind]
         report.setdefault("target", {})[kind] = {
             "same_label_2k_8k": sum(r["target_same_label"] for r in mine) / len(mine),
             "top1_prob": {n: sum(r["target_top1_prob"][n] for r in mine) / len(mine) for n in ("short", "long")}}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "draft_context_probe.json").write_text(json.dumps(report, indent=1))
     print(report["table"])
     print(json.dumps(report["target"], indent=1))

@@ -210,6 +210,9 @@ def test_certainty_strata_standardizes_the_long_prompts_to_the_short_ones_certai
     s = strata.strata(same_draft, 2048, 8000, depth=5, edges=[0.5])["prose"]
     assert s["pairs"] == 3 and s["ratio_raw"] < 0.85
     assert s["ratio_standardized"] == pytest.approx(1.0) and s["interval_standardized"][0] == pytest.approx(1.0)
+    repeated = [{**r, "index": 3, "prompt_digest": "same"} for r in same_draft[:1] + same_draft[3:4]]
+    twice = [{**r, "index": 4} for r in repeated]  # index 4 cut the very prompts of index 3: counted once
+    assert strata.strata(same_draft + repeated + twice, 2048, 8000, depth=5, edges=[0.5])["prose"]["pairs"] == 4
     worse_draft = same_draft[:3] + [record(i, 8000, 80, 20, 36, 3) for i in range(3)]
     s = strata.strata(worse_draft, 2048, 8000, depth=5, edges=[0.5])["prose"]
     assert s["ratio_raw"] < 0.7 and s["ratio_standardized"] < 0.7 and s["interval_standardized"][1] < 0.9
@@ -404,6 +407,39 @@ def test_context_probe_reads_as_the_draft_trains_and_restricts_exactly_what_it_s
     whole = probe.draft_logits(draft, ids, keys, values, 8, 2, None)
     assert torch.equal(probe.draft_logits(draft, ids, keys, values, 8, 2, 100), whole)
     assert not torch.allclose(probe.draft_logits(draft, ids, keys, values, 8, 2, 4), whole, atol=1e-4)
+
+
+def test_context_probe_writes_each_prompt_as_it_is_probed(tmp_path, monkeypatch):
+    """draft_context_probe.py's results.jsonl holds each prompt's result as soon as it is measured (a run cut
+    by a time limit keeps them), the same records its final JSON holds; tiny random models, the real probe."""
+    from conftest import tiny_llama
+    from hf_longspec import LongSpecDraftModel
+
+    probe = load_script("benchmarks/draft_context_probe.py")
+    target = tiny_llama(layers=2, initializer_range=0.2)
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16)
+    stream = torch.randint(0, 96, (2, 100), generator=torch.Generator().manual_seed(0)).tolist()
+    prompts = [{"kind": "code", "index": i, "length": n, "input_ids": stream[i][-n:], "source": "random"}
+               for n in (80, 100) for i in (0, 1)]  # the check reads 64 queries of prompt 0
+    monkeypatch.setattr(probe, "load_embedded_target", lambda dtype: (target, None))
+    monkeypatch.setattr(probe, "load_draft_for", lambda target, name: (draft, "tiny"))
+    monkeypatch.setattr(probe, "build_prompts", lambda *args, **kwargs: prompts)
+    report = probe.main(["--out", str(tmp_path), "--kinds", "code", "--prompts", "2", "--lengths", "80", "100",
+                         "--queries", "8", "--shifts", "1", "--recent", "16"])
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and [json.loads(line) for line in lines] == report["results"]
+    assert set(report["results"][0]["shift 1"]) == {"80", "100", "100, recent 16"}
+    # --summarize reads the jsonl, or the log lines a cut run printed, into the same paired summary
+    log = tmp_path / "probe.log"
+    log.write_text("Loading weights\n" + "".join(f"code-{r['index']}: {json.dumps(r['shift 1'])} (3 s)\n"
+                                                  for r in report["results"]))
+    for source in (tmp_path / "results.jsonl", log):
+        assert probe.main(["--out", str(tmp_path / "summary"), "--summarize", str(source)]) == report["paired"]
+    first, second = (r["shift 1"] for r in report["results"])
+    cell = report["paired"]["code"]["top1"]
+    assert cell["prompts"] == 2 and cell["mean"]["100"] == pytest.approx((first["100"]["top1"] + second["100"]["top1"]) / 2)
+    assert cell["100 - 80"]["mean"] == pytest.approx(statistics.fmean(
+        r["100"]["top1"] - r["80"]["top1"] for r in (first, second)))
 
 
 def test_feature_probe_adds_the_final_state_of_the_newest_readable_entry():
