@@ -382,7 +382,7 @@ def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path 
     return path
 
 
-JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "align", "dtype", "seed")
+JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "align", "dtype", "seed", "cross_attention_window")
 
 
 def joined(paths: list[str]) -> dict:
@@ -454,6 +454,9 @@ def parse_args(argv=None):
                         help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens; "
                              "default: the draft config's lookup_tokens; 0: the draft's tree alone)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
+                        help="the draft reads only the anchors and the newest W target entries "
+                             "(config.cross_attention_window; default: the draft's config, the shipped one reads all)")
     parser.add_argument("--align", choices=("end", "start"), default="end",
                         help="end: every length is a suffix of the longest prompt (the same continuation); "
                              "start: each length cut from the start of the stream (before the ninth session)")
@@ -484,6 +487,8 @@ def main(argv=None) -> dict:
     target, tokenizer = load_embedded_target(device=args.device, dtype=DTYPES.get(args.dtype))
     device = target.get_input_embeddings().weight.device
     draft, source = load_draft_for(target, args.draft)
+    if args.cross_attention_window is not None:
+        draft.config.cross_attention_window = args.cross_attention_window
     if source.startswith("untrained") and args.draft != "untrained":
         raise SystemExit(f"--draft {args.draft}: {source}; a tau curve of a random draft would be mislabeled")
     widths = args.tree_widths or list(draft.config.tree_widths)

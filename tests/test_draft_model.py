@@ -552,3 +552,47 @@ def test_a_draft_reading_several_target_layers_saves_and_loads(tmp_path):
     keys, values = target_layers_kv(cache, loaded.target_layers)
     with torch.no_grad():
         assert torch.equal(loaded(ids, keys, values).logits, draft(ids, keys, values).logits)
+
+
+def test_cross_attention_window_reads_the_anchors_and_the_newest_entries_and_decodes_as_it_trains():
+    """cross_attention_window=W: the cross-attention reads the num_anchor_tokens first target entries and the
+    newest W, nothing between. Decoding equals the formula over those entries and the training forward at
+    the same position; a window holding every entry changes nothing; the config is read at each call, and a
+    value that is not a positive int (or None) is refused by name."""
+    target = tiny_llama(layers=2)
+    plain = LongSpecDraftModel.from_target(target, sliding_window=16)
+    with torch.no_grad():
+        for p in plain.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    windowed = copy.deepcopy(plain)
+    windowed.config.cross_attention_window = 8  # set after construction: read at each call
+    ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(1))
+    position = 50
+    got, _ = _decode_root(windowed, target, ids, position)
+    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
+    ref = _training_forward_at(windowed, target, ids, position)  # the training forward there, float64
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+    # the cross-attention itself against the formula over entries 0-3 and 22-29, float64
+    cache, keys, values = _target_kv(target, ids[:, :30], windowed.target_layer_index)
+    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[30, 31]])
+    cos, sin = windowed.rotary_emb(positions, hidden.dtype)
+    read = torch.tensor([0, 1, 2, 3, *range(22, 30)])
+    with torch.no_grad():
+        out = windowed.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
+        attn = copy.deepcopy(windowed.cross_attn).double()
+        q = attn.project_q(hidden.double(), cos.double(), sin.double())
+        k = keys[:, :, read].double().repeat_interleave(2, dim=1)
+        v = values[:, :, read].double().repeat_interleave(2, dim=1)
+        expected = attn.output(torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1) @ v)
+        assert (out.double() - expected).norm() / expected.norm() < 1e-5
+        windowed.config.cross_attention_window = 26  # 4 anchors + 26 newest: all 30 entries
+        whole = plain.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
+        torch.testing.assert_close(windowed.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30])),
+                                   whole)
+    for bad in (0, -2, True, 2.5):
+        with pytest.raises(ValueError, match="cross_attention_window must be None .* or a positive int"):
+            LongSpecDraftModel.from_target(target, cross_attention_window=bad)
+        windowed.config.cross_attention_window = bad  # set on a built draft: refused when read
+        with pytest.raises(ValueError, match="cross_attention_window must be None .* or a positive int"):
+            _decode_root(windowed, target, ids, position)

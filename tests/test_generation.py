@@ -400,3 +400,4 @@ def test_a_draft_reading_several_target_layers_generates_exactly_and_reads_each_
     torch.testing.assert_close(keys[:, :, :length], cache.layers[0].keys)
     torch.testing.assert_close(values[:, :, :length], cache.layers[0].values)
     assert not torch.allclose(keys[:, :, :length], cache.layers[1].keys)
+

@@ -127,3 +127,24 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
     assert torch.equal(alone, reference)
     assert draft.last_stats.tau > 2.0
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False), reference)
+
+
+def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured_round(embedded):
+    """cross_attention_window (the shipped draft reading the 4 anchors and the newest 64 entries of a real
+    512-token prompt) changes what the draft proposes, never the output; a decoder built before the window
+    was set is not reused after it (its round would still read every entry): the same rounds as a draft
+    that had the window from the start."""
+    target, tokenizer = embedded
+    draft, _ = load_draft_for(target, "embedded")
+    fresh, _ = load_draft_for(target, "embedded")
+    fresh.config.cross_attention_window = 64
+    ids = torch.tensor([long_prompt_ids(tokenizer, 512, kind="prose", split="eval", seed=5)])
+    reference = target.generate(ids, max_new_tokens=32, do_sample=False)
+    options = dict(max_new_tokens=32, do_sample=False, longspec_lookup_tokens=0)
+    assert torch.equal(target.generate(ids, assistant_model=draft, **options), reference)
+    whole = draft.last_stats.round_lengths
+    draft.config.cross_attention_window = 64
+    assert torch.equal(target.generate(ids, assistant_model=draft, **options), reference)
+    windowed = draft.last_stats.round_lengths
+    assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
+    assert windowed == fresh.last_stats.round_lengths and windowed != whole

@@ -79,6 +79,13 @@ class LongSpecDraftConfig(PretrainedConfig):
       (docs/training.md, thirteenth session): a fine-tune with it tied the same fine-tune without
       (+0.01 tau, the last logs' training loss equal to the third digit): the attention already reads it. Off
       by default.
+    - cross_attention_window: None (the method: the cross-attention reads every committed target entry), or
+      W > 0: it reads only the first num_anchor_tokens entries and the newest W, in training (entry j <= i -
+      shift, and j < anchors or j > i - shift - W) and in decoding alike. A draft trained on 2048-token
+      sequences never read more than 2048 entries; at 8k it reads 8000. Measured teacher-forced on the
+      H200 (docs/training.md, thirty-second session): reading the 8k cache this way gave back a third of
+      what reading it whole cost the shipped draft on prose (+0.012 top-1) and most of it on code and chat.
+      Off by default; the round reads the window through the math attention, not the prefix kernel.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
@@ -116,6 +123,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         lookup_tokens: int = 0,
         cross_attention_length_scale: int | None = None,
         target_entry_input: bool = False,
+        cross_attention_window: int | None = None,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -145,6 +153,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.lookup_tokens = lookup_tokens
         self.cross_attention_length_scale = cross_attention_length_scale
         self.target_entry_input = target_entry_input
+        self.cross_attention_window = cross_attention_window
         self.initializer_range = initializer_range
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -193,6 +202,10 @@ class LongSpecDraftConfig(PretrainedConfig):
                              "entry is read from one layer); allowed: one of the two")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
+        window = self.cross_attention_window
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"cross_attention_window must be None (read every target entry) or a positive int (the "
+                             f"newest entries read besides the num_anchor_tokens first ones), got {window!r}")
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):

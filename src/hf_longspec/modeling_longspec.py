@@ -12,6 +12,8 @@ nodes against the ring buffer and the live target cache.
 
 from __future__ import annotations
 
+import functools
+
 import warnings
 from dataclasses import dataclass
 
@@ -119,6 +121,14 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + rotate_half(x) * sin
 
 
+def windowed_causal_mask(length: int, anchors: int, window: int, device) -> torch.Tensor:
+    """(L, L) bool for the training path's shifted frame: query q reads key k <= q that is an anchor
+    (k < anchors) or among the newest `window` (k > q - window), as decoding reads a committed cache."""
+    query = torch.arange(length, device=device)[:, None]
+    key = torch.arange(length, device=device)[None, :]
+    return (key <= query) & ((key < anchors) | (key > query - window))
+
+
 def attend(query, key, value, mask=None, is_causal=False, scale=None) -> torch.Tensor:
     """SDPA with grouped-query heads; (B, Hq, S, D) x (B, Hkv, K, D) -> (B, Hq, S, D)."""
     key, value = key.to(query.dtype), value.to(query.dtype)
@@ -216,6 +226,17 @@ class LongSpecCrossAttention(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.entry_proj = (ZeroStartLinear(2 * self.num_kv_heads * self.head_dim, config.hidden_size, bias=False)
                            if config.target_entry_input else None)
+        self.config = config  # cross_attention_window is read at each call: setting it on the config takes effect
+
+    def window(self) -> tuple[int, int] | None:
+        """(anchors, newest entries) the queries read (config.cross_attention_window), or None: all of them."""
+        window = self.config.cross_attention_window
+        if window is None:
+            return None
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:  # set on the config after it was built
+            raise ValueError(f"cross_attention_window must be None (read every target entry) or a positive int (the "
+                             f"newest entries read besides the num_anchor_tokens first ones), got {window!r}")
+        return self.config.num_anchor_tokens, window
 
     def scale_by_length(self, query: torch.Tensor, keys_read: torch.Tensor,
                         heads: tuple[int, int] | None = None) -> torch.Tensor:
@@ -282,12 +303,15 @@ class LongSpecCrossAttention(nn.Module):
         seq = hidden.shape[1]
         out = query.new_zeros(query.shape)
         if shift < seq:
-            keys_read = torch.arange(1, seq - shift + 1, device=query.device)[None, None, :, None]
+            visible = None if self.window() is None else windowed_causal_mask(seq - shift, *self.window(), query.device)
+            keys_read = (torch.arange(1, seq - shift + 1, device=query.device) if visible is None
+                         else visible.sum(-1))[None, None, :, None]
             out[:, :, shift:] = attend(
                 self.scale_by_length(query[:, :, shift:], keys_read),
                 target_keys[:, :, : seq - shift],
                 target_values[:, :, : seq - shift],
-                is_causal=True,
+                mask=visible,
+                is_causal=visible is None,
                 scale=self.scaling,
             )
         out = self.output(out)
@@ -321,15 +345,18 @@ class LongSpecCrossAttention(nn.Module):
         With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
         just the query heads that read them and all-reduce the partial ``o_proj`` outputs.
         ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
-        from .attention.prefix import grouped_prefix_attention_varlen
+        from .attention.prefix import grouped_prefix_attention_varlen, windowed_prefix_attention
 
         layers = ((target_keys, target_values), *extra_kv)
-        lengths = target_lengths[:, None, None, None]
+        window = self.window()
+        read = grouped_prefix_attention_varlen if window is None else functools.partial(windowed_prefix_attention,
+                                                                                        window=window)
+        lengths = target_lengths if window is None else target_lengths.clamp(max=sum(window))
+        lengths = lengths[:, None, None, None]  # the entries each query reads (the length scaling's n)
         if shard is None:  # every block's heads at once: one projection in, one out
             query = self.scale_by_length(self.project_q(hidden, cos, sin), lengths)
             blocks = query.split(self.heads_per_layer, dim=1) if len(layers) > 1 else (query,)
-            attended = [grouped_prefix_attention_varlen(block.to(keys.dtype), keys, values, target_lengths,
-                                                        self.scaling)[0].flatten(1, 2)
+            attended = [read(block.to(keys.dtype), keys, values, target_lengths, self.scaling)[0].flatten(1, 2)
                         for block, (keys, values) in zip(blocks, layers)]
             out = self.output(torch.cat(attended, dim=1) if len(attended) > 1 else attended[0])
         else:  # a rank's heads of each block are not contiguous: a partial o_proj sum per block
@@ -337,7 +364,7 @@ class LongSpecCrossAttention(nn.Module):
             for layer, (keys, values) in enumerate(layers):
                 heads = self.layer_heads(layer, shard)
                 query = self.scale_by_length(self.project_q(hidden, cos, sin, heads), lengths, heads).to(keys.dtype)
-                attended, _ = grouped_prefix_attention_varlen(query, keys, values, target_lengths, self.scaling)
+                attended, _ = read(query, keys, values, target_lengths, self.scaling)
                 parts.append(self.output(attended.flatten(1, 2), heads))
             out = parts[0] if len(parts) == 1 else torch.stack(parts).sum(dim=0)
         if self.entry_proj is not None:  # every node reads the last committed entry, as the tree's root does

@@ -205,6 +205,18 @@ def grouped_prefix_attention_varlen(
     return grouped_attention_math(q, k, v, scale, allowed=valid[:, None, :].expand(-1, q.shape[2], -1))
 
 
+def windowed_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
+                              window: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`grouped_prefix_attention_varlen` over only the first `window[0]` (anchors) and the newest `window[1]` of
+    the first ``lengths[b]`` keys (config.cross_attention_window). Device ops only, so it runs in a captured
+    graph; float32 math over the whole buffer, not the split-KV kernel (which reads [0, length) per row)."""
+    anchors, newest = window
+    index = torch.arange(k.shape[2], device=k.device)[None, :]
+    filled = lengths.to(k.device)[:, None]
+    visible = (index < filled) & ((index < anchors) | (index >= filled - newest))  # (B, C)
+    return grouped_attention_math(q, k, v, scale, allowed=visible[:, None, :].expand(-1, q.shape[2], -1))
+
+
 @grouped_prefix_attention_varlen.register_fake
 def _(q, k, v, lengths, scale):
     batch, num_q_heads, query_len, head_dim = q.shape

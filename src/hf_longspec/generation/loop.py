@@ -87,7 +87,8 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
     decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout, capacity, batch_size, verify_mode, use_graphs,
-           sampling, compile, compile and compile_verify, warpers.key if warpers is not None else None)
+           sampling, compile, compile and compile_verify, warpers.key if warpers is not None else None,
+           draft.config.cross_attention_window)  # a round captured with one window must not serve another
     with _POOL_LOCK:
         pools = draft.__dict__.setdefault("_longspec_decoders", {})
         for decoder in pools.setdefault(key, []):
