@@ -2,6 +2,8 @@
 
     python benchmarks/compare_tau.py shipped=A/tau_curve.json candidate=B/tau_curve.json [--lengths 2048 4096 8000]
 
+(a runs.jsonl, the records of a run cut short, stands for its tau_curve.json)
+
 Every file must come from `benchmarks/tau_curve.py` with the same lengths, kinds and prompt count, so
 that run (length, kind, index) is the same prompt in each (refused where two runs recorded different
 prompt digests); the last draft is compared, prompt by prompt, with the first. Prints markdown: tau per kind and per context length, the 8k / 2k ratio per
@@ -18,7 +20,10 @@ from hf_longspec.evaluation import paired_difference
 
 
 def load_runs(path: str, lengths=None) -> dict[tuple, dict]:
-    runs = json.load(open(path))["runs"]
+    """A tau_curve.json's runs, or a runs.jsonl's (what a run cut by a time limit left)."""
+    text = open(path).read()
+    runs = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.endswith(".jsonl")
+            else json.loads(text)["runs"])
     return {(r["length"], r["kind"], r["index"]): r for r in runs if not lengths or r["length"] in lengths}
 
 

@@ -131,9 +131,9 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
 
 def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured_round(embedded):
     """cross_attention_window (the shipped draft reading the 4 anchors and the newest 64 entries of a real
-    512-token prompt) changes what the draft proposes, never the output; a decoder built before the window
-    was set is not reused after it (its round would still read every entry): the same rounds as a draft
-    that had the window from the start."""
+    512-token prompt) changes what the draft proposes, never the output; setting it on a draft that already
+    generated gives a decoder of its own (a captured round would still read every entry) and the same rounds
+    as a draft that had the window from the start."""
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     fresh, _ = load_draft_for(target, "embedded")
@@ -146,5 +146,8 @@ def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured
     draft.config.cross_attention_window = 64
     assert torch.equal(target.generate(ids, assistant_model=draft, **options), reference)
     windowed = draft.last_stats.round_lengths
+    # the window is in the decoder's key: on CUDA a captured round bakes the reading in, so a round captured
+    # without the window must not serve a call with it (on the CPU nothing is captured; the key is checked here)
+    assert len(draft.__dict__["_longspec_decoders"]) == 2
     assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
     assert windowed == fresh.last_stats.round_lengths and windowed != whole

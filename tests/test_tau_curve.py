@@ -270,6 +270,10 @@ def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
     assert "| 8000 | 2.00 (3.00) | 3.00 (1.00) |" in out and "50 / 50 / 50 / 50 / 50%" in out
     assert compare.main([write("old", old), write("new", new), "--lengths", "2048"]) == 0
     assert "better on 1, worse on 0, equal on 1" in capsys.readouterr().out
+    cut = tmp_path / "cut.jsonl"  # a cut run's runs.jsonl pairs as its JSON would
+    cut.write_text("".join(json.dumps(run) + "\n" for run in json.loads((tmp_path / "new.json").read_text())["runs"]))
+    assert compare.main([write("old", old), f"cut={cut}", "--lengths", "2048"]) == 0
+    assert "better on 1, worse on 0, equal on 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="NAME=PATH"):
         compare.main([str(tmp_path / "old.json")])
     # runs that named their prompts pair only on the same prompt; a file without digests still pairs
