@@ -84,8 +84,10 @@ class LongSpecDraftConfig(PretrainedConfig):
       shift, and j < anchors or j > i - shift - W) and in decoding alike. A draft trained on 2048-token
       sequences never read more than 2048 entries; at 8k it reads 8000. Measured teacher-forced on the
       H200 (docs/training.md, thirty-second session): reading the 8k cache this way gave back a third of
-      what reading it whole cost the shipped draft on prose (+0.012 top-1) and most of it on code and chat.
-      Off by default; the round reads the window through the math attention, not the prefix kernel.
+      what reading it whole cost the shipped draft on prose (+0.012 top-1) and most of it on code and chat;
+      with W = 2048 the draft alone rose by +0.137 +- 0.068 tau at 8k on 12 CPU prompts (7 better, 0 worse).
+      Off by default until measured on the GPU: the round reads the window through float32 math over the
+      whole cache buffer, not the prefix kernel, and its cost there is unmeasured.
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in
