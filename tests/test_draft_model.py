@@ -154,6 +154,21 @@ def _training_forward_at(draft, target, ids, position):
         return draft64(ids[:, : position + 1], keys, values, noise_shift=1).logits[0, position]
 
 
+def _decodes_as_it_trains_and_unlike(plain, draft, target, ids, position):
+    """A root decoded by `draft` at `position` moved off `plain`'s and equals `draft`'s training forward there."""
+    got, _ = _decode_root(draft, target, ids, position)
+    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
+    ref = _training_forward_at(draft, target, ids, position)  # the training forward there, float64
+    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+
+
+def _two_nodes_after(draft, target, ids, length=30):
+    """Target layer K/V over ids[:, :length], and random hidden states with the RoPE of two nodes right after."""
+    _, keys, values = _target_kv(target, ids[:, :length], draft.target_layer_index)
+    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[length, length + 1]])
+    return keys, values, hidden, *draft.rotary_emb(positions, hidden.dtype)
+
+
 def test_decoding_equals_float64_whole_sequence_reference_beyond_the_window():
     """A root drafted against the ring buffer and live cache equals the training forward (noise
     shift 1: the root's own target K/V is not cached yet) computed in float64."""
@@ -346,15 +361,10 @@ def test_length_scaled_cross_attention_follows_the_math_and_decodes_as_it_trains
     gains = torch.tensor([0.4, -0.3, 0.8, 0.1])
     with torch.no_grad():
         scaled.cross_attn.length_gain.copy_(gains)
-    got, _ = _decode_root(scaled, target, ids, position)
-    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
-    ref = _training_forward_at(scaled, target, ids, position)  # the training forward there, float64
-    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+    _decodes_as_it_trains_and_unlike(plain, scaled, target, ids, position)
 
     # the cross-attention itself against the formula, float64
-    cache, keys, values = _target_kv(target, ids[:, :30], scaled.target_layer_index)
-    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[30, 31]])
-    cos, sin = scaled.rotary_emb(positions, hidden.dtype)
+    keys, values, hidden, cos, sin = _two_nodes_after(scaled, target, ids)
     with torch.no_grad():
         out = scaled.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
         attn = copy.deepcopy(scaled.cross_attn).double()
@@ -568,15 +578,10 @@ def test_cross_attention_window_reads_the_anchors_and_the_newest_entries_and_dec
     windowed.config.cross_attention_window = 8  # set after construction: read at each call
     ids = torch.randint(0, 96, (1, 60), generator=torch.Generator().manual_seed(1))
     position = 50
-    got, _ = _decode_root(windowed, target, ids, position)
-    assert not torch.allclose(got, _decode_root(plain, target, ids, position)[0], atol=1e-3)
-    ref = _training_forward_at(windowed, target, ids, position)  # the training forward there, float64
-    assert (got.double() - ref).norm() / ref.norm() < 1e-5
+    _decodes_as_it_trains_and_unlike(plain, windowed, target, ids, position)
 
     # the cross-attention itself against the formula over entries 0-3 and 22-29, float64
-    cache, keys, values = _target_kv(target, ids[:, :30], windowed.target_layer_index)
-    hidden, positions = torch.randn(1, 2, 64), torch.tensor([[30, 31]])
-    cos, sin = windowed.rotary_emb(positions, hidden.dtype)
+    keys, values, hidden, cos, sin = _two_nodes_after(windowed, target, ids)
     read = torch.tensor([0, 1, 2, 3, *range(22, 30)])
     with torch.no_grad():
         out = windowed.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
