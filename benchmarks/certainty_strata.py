@@ -29,15 +29,9 @@ import json
 import random
 from pathlib import Path
 
+from hf_longspec.evaluation import load_run_records
+
 DEFAULT_EDGES = (0.3, 0.5, 0.7, 0.9)
-
-
-def load_records(path: str) -> list[dict]:
-    """A tau_curve.json's runs, or the records of a runs.jsonl."""
-    text = Path(path).read_text()
-    if path.endswith(".jsonl"):
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)["runs"]
 
 
 def position_outcomes(record: dict, depth: int) -> list[tuple[float, int, bool]]:
@@ -192,7 +186,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if sorted(set(args.edges)) != args.edges or not 0 < args.edges[0] <= args.edges[-1] < 1:
         parser.error(f"--edges {args.edges}: allowed increasing values inside (0, 1)")
-    records = [record for path in args.runs for record in load_records(path)]
+    records = [record for path in args.runs for record in load_run_records(path)]
     result = strata(records, args.short, args.long, args.depth, args.edges, args.kinds)
     if not result:
         raise SystemExit(f"no (kind, index) measured at both {args.short} and {args.long}; allowed: runs holding both")

@@ -13,17 +13,13 @@ kind, acceptance reaching depth 1-5, prompts better / worse / equal, and the cel
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
-from hf_longspec.evaluation import paired_difference
+from hf_longspec.evaluation import load_run_records, paired_difference
 
 
 def load_runs(path: str, lengths=None) -> dict[tuple, dict]:
-    """A tau_curve.json's runs, or a runs.jsonl's (what a run cut by a time limit left)."""
-    text = open(path).read()
-    runs = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.endswith(".jsonl")
-            else json.loads(text)["runs"])
+    runs = load_run_records(path)  # a tau_curve.json, or a cut run's runs.jsonl
     return {(r["length"], r["kind"], r["index"]): r for r in runs if not lengths or r["length"] in lengths}
 
 

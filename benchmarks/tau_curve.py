@@ -197,7 +197,6 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
         _sync(device)
         record["vanilla_seconds"] = time.perf_counter() - start
         record.update(target_confidence(vanilla.scores))
-        record["target_top1_probs"] = target_step_probs(vanilla.scores)
         record["identical"] = reference == new
         if not record["identical"]:
             record["first_divergence"] = next((i for i, (a, b) in enumerate(zip(new, reference)) if a != b),
@@ -207,19 +206,15 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
 
 def target_confidence(scores) -> dict:
     """How sure the target itself is of its greedy tokens (the steps' scores of plain generate): the mean
-    probability of the token it chose and the mean entropy in nats. A draft cannot be accepted more
-    often than a less certain target lets it; paired with tau, this says whether a length is harder
-    for the target or for the draft."""
+    probability of the token it chose, the mean entropy in nats, and that probability at each step, in
+    order (4 decimals; with the record's `round_lengths`, certainty_strata.py sets the draft's hits beside
+    it). A draft cannot be accepted more often than a less certain target lets it; paired with tau, this
+    says whether a length is harder for the target or for the draft."""
     probs = torch.softmax(torch.stack([step[0] for step in scores]).float(), dim=-1)
     entropy = -(probs * torch.log(probs.clamp(min=1e-30))).sum(dim=-1)
-    return {"target_top1_prob": float(probs.max(dim=-1).values.mean()), "target_entropy": float(entropy.mean())}
-
-
-def target_step_probs(scores) -> list[float]:
-    """The target's probability of its greedy token at each step, in order (4 decimals): with the
-    record's `round_lengths`, certainty_strata.py sets the draft's hits beside the target's certainty."""
-    probs = torch.softmax(torch.stack([step[0] for step in scores]).float(), dim=-1)
-    return [round(p, 4) for p in probs.max(dim=-1).values.tolist()]
+    chosen = probs.max(dim=-1).values
+    return {"target_top1_prob": float(chosen.mean()), "target_entropy": float(entropy.mean()),
+            "target_top1_probs": [round(p, 4) for p in chosen.tolist()]}
 
 
 def prompt_key(record: dict) -> tuple:

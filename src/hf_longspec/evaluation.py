@@ -18,6 +18,18 @@ def prompt_digest(ids) -> str:
     return hashlib.sha256(",".join(str(int(token)) for token in flat).encode()).hexdigest()[:16]
 
 
+def load_run_records(path: str) -> list[dict]:
+    """The per-prompt records of a benchmarks/tau_curve.py run: its tau_curve.json's "runs", or the lines of
+    the runs.jsonl it writes as it goes (what a run cut by a time limit leaves)."""
+    import json
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    if str(path).endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)["runs"]
+
+
 def paired_difference(deltas: list[float]) -> dict:
     """One draft's tau less another's, prompt by prompt on the same prompts: the mean difference, its
     standard error over the prompts, and how many prompts are better, worse or equal. Pairing removes
