@@ -1,7 +1,7 @@
 """Why does the draft lose prose tau at 8k? Teacher-forced agreement with the target, context by context.
 
     PYTHONPATH=src python benchmarks/draft_context_probe.py --out DIR [--prompts 6] [--kinds prose code] \
-        [--queries 256 | --continuation N [--continue-from long|short]] [--shifts 1 2 3] [--recent 2048]
+        [--queries 256 | --continuation N [--continue-from long|short]] [--shifts 1 2 3] [--recent 2048 [R ...]]
 
 For suffix-aligned eval-split prompts (the same text ends every length, as `tau_curve.py --align end`
 builds them) the last `--queries` positions of each prompt are scored (with `--continuation N`, the
@@ -11,7 +11,8 @@ i - shift, as a tree node `shift - 1` deep does. Three readings of the same text
 - `2048`: the 2048-token suffix, the target run on it alone;
 - `8000`: the whole prompt;
 - `8000, recent R`: the 8000-token target cache, of which the draft's cross-attention reads only the
-  first `num_anchor_tokens` entries and the last R before each query.
+  first `num_anchor_tokens` entries and the last R before each query (one reading per R given: a sweep
+  of the `cross_attention_window` a draft would decode with).
 All three score the same tokens, so a difference between them is the context's doing, not the text's
 (tau at 2k and 8k, even on aligned prompts, is measured on two different continuations: the target
 writes other tokens after 8000 than after 2048). If `8000` loses to `2048` and `8000, recent 2048`
@@ -142,11 +143,8 @@ def probe(target, draft, long_prompt: dict, short_prompt: dict, args) -> dict:
     result["target_same_label"] = float((runs["short"][1].argmax(-1) == runs["long"][1].argmax(-1)).float().mean())
     result["target_top1_prob"] = {name: float(run[1].softmax(-1).amax(-1).mean()) for name, run in runs.items()}
     for shift in args.shifts:
-        readings = {
-            f"{short_prompt['length']}": ("short", None),
-            f"{long_prompt['length']}": ("long", None),
-            f"{long_prompt['length']}, recent {args.recent}": ("long", args.recent),
-        }
+        readings = {f"{short_prompt['length']}": ("short", None), f"{long_prompt['length']}": ("long", None),
+                    **{f"{long_prompt['length']}, recent {r}": ("long", r) for r in args.recent}}
         for label, (which, recent) in readings.items():
             ids, target_out, keys, values = runs[which]
             out = draft_logits(draft, ids, keys, values, args.queries, shift, recent)
@@ -181,9 +179,16 @@ def read_results(path: str) -> list[dict]:
     return results
 
 
+def paired_difference(records: list[dict], after: str, before: str, measure: str) -> dict:
+    """Mean paired difference of two readings over prompts, ± its standard error, prompts better / worse."""
+    deltas = [m[after][measure] - m[before][measure] for m in records]
+    return {"mean": statistics.fmean(deltas), "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5 if len(deltas) > 1 else None,
+            "better": sum(d > 0 for d in deltas), "worse": sum(d < 0 for d in deltas)}
+
+
 def paired_summary(results: list[dict], shift: int = 1) -> dict:
-    """Per kind and measure (top1, top4): the mean of each reading, and each reading's mean paired
-    difference from the one before it (± its standard error, prompts better / worse)."""
+    """Per kind and measure (top1, top4): the mean of each reading, its mean paired difference from the
+    one before it, and each restricted reading's from the whole long cache (the window's own gain)."""
     summary = {}
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r[f"shift {shift}"] for r in results if r["kind"] == kind]
@@ -191,11 +196,9 @@ def paired_summary(results: list[dict], shift: int = 1) -> dict:
         for measure in ("top1", "top4"):
             cell = {"prompts": len(mine), "mean": {label: statistics.fmean(m[label][measure] for m in mine) for label in labels}}
             for before, after in zip(labels, labels[1:]):
-                deltas = [m[after][measure] - m[before][measure] for m in mine]
-                cell[f"{after} - {before}"] = {
-                    "mean": statistics.fmean(deltas),
-                    "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5 if len(deltas) > 1 else None,
-                    "better": sum(d > 0 for d in deltas), "worse": sum(d < 0 for d in deltas)}
+                cell[f"{after} - {before}"] = paired_difference(mine, after, before, measure)
+            for after in labels[3:]:  # a sweep's later windows, against the whole long cache too
+                cell[f"{after} - {labels[1]}"] = paired_difference(mine, after, labels[1], measure)
             summary.setdefault(kind, {})[measure] = cell
     return summary
 
@@ -208,7 +211,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--lengths", type=int, nargs=2, default=[2048, 8000], metavar=("SHORT", "LONG"))
     parser.add_argument("--queries", type=int, default=256, help="positions scored at the end of each prompt")
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--recent", type=int, default=2048, help="entries the restricted reading keeps before each query")
+    parser.add_argument("--recent", type=int, nargs="+", default=[2048],
+                        help="entries a restricted reading keeps before each query (one reading per value)")
     parser.add_argument("--continuation", type=int, default=0, metavar="N",
                         help="append the target's N greedy tokens after the long prompt to both and score those "
                              "(N replaces --queries): the text speculation drafts, not the prompt's own")
@@ -227,7 +231,7 @@ def main(argv=None) -> dict:
     short, long = args.lengths
     if args.continuation:
         args.queries = args.continuation
-    if not 0 < args.queries < short or args.recent < 1 or any(s < 1 for s in args.shifts):
+    if not 0 < args.queries < short or any(r < 1 for r in args.recent) or any(s < 1 for s in args.shifts):
         parser.error(f"--queries must be in [1, {short}), --recent and --shifts >= 1")
 
     torch.manual_seed(0)
@@ -252,7 +256,7 @@ def main(argv=None) -> dict:
                 stream.write(json.dumps(results[-1]) + "\n")
             print(f"{kind}-{index}: {json.dumps(results[-1]['shift 1'])} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
-    labels = [f"{short}", f"{long}", f"{long}, recent {args.recent}"]
+    labels = [f"{short}", f"{long}", *(f"{long}, recent {r}" for r in args.recent)]
     report = {"settings": vars(args), "draft": draft_source, "results": results, "seconds": time.perf_counter() - started,
               "table": table(results, args.shifts, labels), "paired": paired_summary(results)}
     for kind in dict.fromkeys(r["kind"] for r in results):

@@ -1,6 +1,6 @@
 """GPU check of the captured round: exactness with CUDA graphs on and off, capture time, round time.
 
-    PYTHONPATH=src python benchmarks/gpu_round_check.py [--dtypes float32 bfloat16] [--ranks 0 1]
+    PYTHONPATH=src python benchmarks/gpu_round_check.py [--dtypes float32 bfloat16] [--ranks 0 1] [--cross-attention-window W]
 
 A tiny random Llama on CUDA (float32 and bf16) with a steered draft: the real draft runs, and the
 target's own next token is put at rank `rank` of its logits (a perfect chain at rank 0, non-chain
@@ -41,6 +41,14 @@ def check_kernel():
         ref_out, ref_lse = grouped_attention_math(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], 0.125)
         print(f"kernel seqlens row {b} len {n}: max |out| err {(out[b:b+1] - ref_out.flatten(1, 2)).abs().max():.2e} "
               f"lse err {(lse[b:b+1] - ref_lse.flatten(1, 2)).abs().max():.2e}")
+    anchors, newest = 4, 2048  # a draft's cross_attention_window: the first 4 keys and the newest 2048 of each row
+    out, lse = prefix_attn_splitkv(q, k, v, 0.125, seqlens=lengths, window=(anchors, newest))
+    for b in range(2):
+        n = int(lengths[b])
+        keep = torch.cat([torch.arange(min(n, anchors)), torch.arange(max(anchors, n - newest), n)]).cuda()
+        ref_out, ref_lse = grouped_attention_math(q[b:b + 1], k[b:b + 1, :, keep], v[b:b + 1, :, keep], 0.125)
+        print(f"kernel window {(anchors, newest)} row {b} len {n}: max |out| err "
+              f"{(out[b:b+1] - ref_out.flatten(1, 2)).abs().max():.2e} lse err {(lse[b:b+1] - ref_lse.flatten(1, 2)).abs().max():.2e}")
 
 
 def main(argv=None):
@@ -48,6 +56,8 @@ def main(argv=None):
     parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])
     parser.add_argument("--ranks", nargs="+", type=int, choices=[0, 1], default=[0, 1],
                         help="0: the chain tree, the target's token first; 1: the full tree, non-chain paths")
+    parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
+                        help="the draft reads the anchors and the newest W target entries (its captured rounds too)")
     args = parser.parse_args(argv)
     check_kernel()
     failures = 0
@@ -59,6 +69,7 @@ def main(argv=None):
             if rank not in args.ranks:
                 continue
             draft = SteeredDraft.from_target(target, reference, ranks=(rank,), tree_widths=widths)
+            draft.config.cross_attention_window = args.cross_attention_window
             for graphs in (True, False):
                 for mode in ("hybrid", "masked"):
                     for call in range(2):

@@ -1,7 +1,8 @@
 """Where a LongSpec round's GPU time goes, beside one compiled vanilla static step (for the Fast
 LongSpec goal at batch 1: the round must cost <= tau / 2 vanilla steps for a 2x speedup).
 
-    PYTHONPATH=src python benchmarks/profile_round.py --out DIR [--length 8000] [--rounds 20] [--tree-widths 8 32 32 32 32]
+    PYTHONPATH=src python benchmarks/profile_round.py --out DIR [--length 8000] [--rounds 20] [--tree-widths 8 32 32 32 32] \
+        [--cross-attention-window 2048]
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR --shape llama8b --length 32768
     PYTHONPATH=src python benchmarks/profile_round.py --out DIR --quick      # CPU smoke run
 
@@ -248,6 +249,17 @@ def grafted_rounds(target, draft, ids, extra: list[int], length: int, rounds: in
             "grafted": longspec_round(target, grafted, ids, length, rounds, device)}
 
 
+def windowed_rounds(target, draft, ids, window: int, length: int, rounds: int, device) -> dict:
+    """The round of the shipped draft reading only the anchors and the newest `window` target entries
+    (config.cross_attention_window: the split-KV kernel reads them in place), beside the whole reading in the
+    same process. The trees differ (so do the taus); the per-round times are what this compares."""
+    windowed = load_embedded_draft(target).to(device=device, dtype=draft.dtype)
+    windowed.config.cross_attention_window = window
+    return {"cross_attention_window": window,
+            "whole": longspec_round(target, draft, ids, length, rounds, device),
+            "windowed": longspec_round(target, windowed, ids, length, rounds, device)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -258,6 +270,9 @@ def main(argv=None):
     parser.add_argument("--shape", choices=("smollm2", "llama8b"), default="smollm2")
     parser.add_argument("--extra-target-layer-indices", type=int, nargs="+", default=None,
                         help="also time the round of the shipped draft grafted to read these target layers too")
+    parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
+                        help="also time the round of the shipped draft reading only the anchors and the newest W "
+                             "target entries, beside its whole reading")
     parser.add_argument("--tree-widths", type=int, nargs="+", default=None,
                         help="profile this tree instead of the draft's (every generate() call of the run; "
                              "the twenty-ninth session: a wider tree's round cost 8%% more)")
@@ -293,6 +308,8 @@ def main(argv=None):
                 "tau_of_the_warm_up_call": tau, "tree_widths": list(decoder.layout.widths)}
     longspec.update(generate_per_round(target, draft, ids, device))
 
+    if args.cross_attention_window:
+        longspec["windowed"] = windowed_rounds(target, draft, ids, args.cross_attention_window, length, rounds, device)
     if args.extra_target_layer_indices:
         longspec["grafted"] = grafted_rounds(target, draft, ids, args.extra_target_layer_indices, length,
                                              rounds, device)
@@ -335,12 +352,17 @@ def main(argv=None):
     for title, table, unit in tables + [("vanilla static kernels", vanilla["top_kernels"], "step")]:
         lines += ["", f"{title} (per {unit}):", "", f"| kernel | calls per {unit} | ms per {unit} |", "|---|---|---|"]
         lines += [f"| `{k['name']}` | {k['calls_per_unit']:.1f} | {k['ms_per_unit']:.4f} |" for k in table]
-    if "grafted" in longspec:
-        both = longspec["grafted"]
-        lines += ["", f"Reading target layers {both['extra_target_layer_indices']} too (grafted, same trees), "
-                  "side by side:", "", "| draft | draft ms | verify ms | round ms (graph) | generate() ms per round | tau |",
+    comparisons = [("grafted", ("shipped", "grafted"), lambda both: f"Reading target layers "
+                    f"{both['extra_target_layer_indices']} too (grafted, same trees), side by side:"),
+                   ("windowed", ("whole", "windowed"), lambda both: f"Reading the anchors and the newest "
+                    f"{both['cross_attention_window']} entries (cross_attention_window; other trees), side by side:")]
+    for key, names, title in comparisons:
+        if key not in longspec:
+            continue
+        both = longspec[key]
+        lines += ["", title(both), "", "| draft | draft ms | verify ms | round ms (graph) | generate() ms per round | tau |",
                   "|---|---|---|---|---|---|"]
-        for name in ("shipped", "grafted"):
+        for name in names:
             g = both[name]["graph"]
             lines.append(f"| {name} | {g['draft_ms']:.3f} | {g['verify_forward_ms']:.3f} | {g['round_ms']:.3f} | "
                          f"{both[name]['generate_ms_per_round']:.3f} | {both[name]['generate_tau']:.2f} |")

@@ -5,7 +5,10 @@ packed query rows (GQA group folded into rows) to one contiguous slice of the ke
 mask, and writes a float32 partial (normalised out, lse). With a single split it writes the
 final output directly. With ``HAS_SEQLENS`` the number of valid keys of each batch row is read
 from a device tensor, so a preallocated cache of fixed capacity can be read by one launch
-shape whatever its fill (what CUDA-graph replay needs). With a tree (``tree_split`` < the
+shape whatever its fill (what CUDA-graph replay needs). With ``HAS_WINDOW`` a row of length L reads
+only its first ``anchors`` keys and its newest ``newest`` ones (a draft's ``cross_attention_window``):
+the splits cover min(L, anchors + newest) keys, the ones past the anchors moved up to end at L, so the
+work is constant in L and nothing is gathered. With a tree (``tree_split`` < the
 grid's split count) one more split, the last, attends the T tree tokens, which sit right after
 each row's prefix in the same buffer, under the ancestor-or-self mask: prefix and tree are one
 launch, merged by the combine below.
@@ -31,8 +34,9 @@ def split_attention_kernel(
     stride_ls, stride_lb, stride_lh, stride_lg, stride_lt,
     stride_mb, stride_mq, stride_mk,
     num_kv_heads, query_len, key_len, packed_rows, keys_per_split, tree_split,
-    qk_scale_log2,
+    qk_scale_log2, anchors, newest,
     HAS_SEQLENS: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -67,6 +71,9 @@ def split_attention_kernel(
     else:
         # This split's keys [lo, lo + split_len); offsets inside it stay small, the base is 64-bit.
         # A split past the row's length sees no key and writes (0, -inf), which the merge ignores.
+        if HAS_WINDOW:  # keys [0, anchors) then [L - newest, L): key j >= anchors sits `skipped` further on
+            skipped = tl.maximum(key_len - anchors - newest, 0)
+            key_len = tl.minimum(key_len, anchors + newest)
         lo = split * keys_per_split
         split_len = tl.minimum(keys_per_split, key_len - lo)
         k_base = K + b * stride_kb + kvh * stride_kh + lo.to(tl.int64) * stride_kt
@@ -74,6 +81,8 @@ def split_attention_kernel(
         for start in range(0, split_len, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             col_ok = cols < split_len
+            if HAS_WINDOW:
+                cols = cols + tl.where(lo + cols >= anchors, skipped, 0)
             m_i, l_i, acc = attend_key_block(q, k_base, v_base, cols, col_ok, dims, dim_ok, col_ok[None, :],
                                              stride_kt, stride_kd, stride_vt, stride_vd, m_i, l_i, acc,
                                              qk_scale_log2, DOT_IN_FP32)

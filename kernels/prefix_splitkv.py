@@ -121,6 +121,12 @@ def _check_seqlens(seqlens, batch: int, device) -> None:
                          f"{seqlens.dtype} on {seqlens.device}")
 
 
+def _check_window(window) -> None:
+    if window is not None and (len(window) != 2 or any(isinstance(n, bool) or not isinstance(n, int) for n in window)
+                               or window[0] < 0 or window[1] < 1):
+        raise ValueError(f"window must be (anchors >= 0, newest >= 1) ints; got {window!r}")
+
+
 def _outputs(q: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The (B, Hq, T, D) output (given: checked; of q's dtype or float32) and the float32 (B, Hq, T) lse."""
     if out is None:
@@ -130,9 +136,10 @@ def _outputs(q: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, t
     return out, new_output(tuple(q.shape[:3]), torch.float32, q.device)
 
 
-def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None, tiles=None) -> None:
+def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None, tiles=None, window=None) -> None:
     """Launch the split kernel over ``k``'s first ``key_len`` slots (plus the tree split when ``mask``
-    is given: T tree keys after each row's ``seqlens``), then merge the partials into out/lse."""
+    is given: T tree keys after each row's ``seqlens``; only the anchors and newest keys of each row when
+    ``window`` is), then merge the partials into out/lse."""
     from ._attention_core import LOG2E
     from ._prefix_splitkv_kernel import combine_splits_kernel, split_attention_kernel
 
@@ -141,7 +148,9 @@ def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None,
     key_len = k.shape[2] - (query_len if mask is not None else 0)  # slots a prefix may fill
     packed_rows = (num_q_heads // num_kv_heads) * query_len
     block_d = block_d_for(head_dim)
-    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, key_len, head_dim, q.dtype, q.device, num_splits,
+    anchors, newest = window or (0, 0)
+    keys_read = min(key_len, anchors + newest) if window else key_len  # the most any row reads
+    plan = plan_splits(batch, num_q_heads, num_kv_heads, query_len, keys_read, head_dim, q.dtype, q.device, num_splits,
                        tiles)
     block_m, block_n, row_blocks, num_splits, keys_per_split, num_warps, num_stages = plan
     launched = num_splits + (1 if mask is not None else 0)
@@ -158,8 +167,9 @@ def _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, mask=None,
         q5, k, v, part_out, part_lse, seqlens if seqlens is not None else lse, mask if mask is not None else lse,
         *q5.stride(), *k.stride(), *v.stride(), *part_out.stride(), *part_lse.stride(), *mask_strides,
         num_kv_heads, query_len, key_len, packed_rows, keys_per_split, num_splits if mask is not None else launched,
-        scale * LOG2E,
+        scale * LOG2E, anchors, newest,
         HAS_SEQLENS=seqlens is not None,
+        HAS_WINDOW=window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype, q.device),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=head_dim,
         num_warps=num_warps, num_stages=num_stages,
@@ -185,6 +195,7 @@ def prefix_attn_splitkv(
     out: torch.Tensor | None = None,
     seqlens: torch.Tensor | None = None,
     tiles: Tiles | None = None,
+    window: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every query row attends every (valid) key; returns ``(out, lse)``.
 
@@ -199,6 +210,9 @@ def prefix_attn_splitkv(
             preallocated k/v of capacity S. Read by the kernel from memory, never by the host, so
             the launch (and a CUDA graph holding it) is the same for every length.
         tiles: override the launch's tiling (benchmarks; default: the shape's policy).
+        window: optional (anchors, newest): row b reads only keys [0, anchors) and the newest ``newest``
+            of its [0, seqlens[b]) (all of them when there are no more than anchors + newest). The
+            launch covers anchors + newest keys whatever the lengths, and nothing is copied.
 
     Returns:
         out (B, Hq, T, D) in q's dtype (or ``out``'s) and lse (B, Hq, T) float32, natural log.
@@ -213,11 +227,12 @@ def prefix_attn_splitkv(
     scale = head_dim**-0.5 if scale is None else float(scale)
     out, lse = _outputs(q, out)
     _check_seqlens(seqlens, batch, q.device)
+    _check_window(window)
     if out.numel() == 0 or k.shape[2] == 0:
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, tiles=tiles)
+    _split_and_combine(q, k, v, out, lse, scale, num_splits, seqlens, tiles=tiles, window=window)
     return out, lse
 
 

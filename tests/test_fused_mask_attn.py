@@ -168,6 +168,58 @@ def test_splitkv_prefix_matches_float64(request, dtype, batch, kv_heads, group, 
         assert torch.all(out == 0) and torch.all(lse == float("-inf"))
 
 
+# dtype, forced split count, window (anchors, newest), each row's length in a buffer of 300 keys
+WINDOW_CASES = [
+    (F32, None, (4, 100), (0, 3, 60, 104, 105, 300)),  # empty, inside the anchors, whole, one past, far past
+    (F32, 3, (4, 100), (300, 150, 104, 7, 290, 1)),  # splits that straddle the anchors' end
+    (F16, 7, (1, 37), (300, 38, 39, 2, 250, 64)),
+    (BF16, None, (0, 64), (300, 64, 65, 1, 200, 128)),  # no anchors: the newest keys alone
+]
+
+
+@pytest.mark.parametrize("dtype,num_splits,window,lengths", WINDOW_CASES)
+def test_splitkv_window_reads_the_anchors_and_the_newest_keys_of_each_row(request, dtype, num_splits, window, lengths):
+    """A draft's cross_attention_window read without a copy: row b attends keys [0, anchors) and the newest
+    `newest` of its [0, L_b) (all of them when L_b <= anchors + newest), under one launch for every length."""
+    gen = generator_for(request)
+    batch, capacity, (anchors, newest) = len(lengths), 300, window
+    q, k, v = strided_qkv(gen, batch, 2, 3, capacity, 64, dtype)
+    q = q[:, :, :5]  # 5 query rows (drafted nodes) against a 300-key buffer
+    seqlens = torch.tensor(lengths, device=DEVICE)
+    out, lse = prefix_attn_splitkv(q, k, v, num_splits=num_splits, seqlens=seqlens, window=window)
+    position = torch.arange(capacity)[None, :]
+    filled = seqlens.cpu()[:, None]
+    allowed = (position < filled) & ((position < anchors) | (position >= filled - newest))  # (B, S)
+    ref_out, ref_lse = reference_attention(q.cpu(), k.cpu(), v.cpu(), 64**-0.5, allowed[:, None, None, :])
+    assert_close_attention(out.cpu(), lse.cpu(), ref_out, ref_lse, dtype)
+    empty = seqlens == 0  # a row with nothing committed reads nothing
+    assert torch.all(out[empty] == 0) and torch.all(lse[empty] == float("-inf"))
+    for bad in ((4,), (4, 0), (-1, 8), (4, True)):
+        with pytest.raises(ValueError, match="window must be"):
+            prefix_attn_splitkv(q, k, v, seqlens=seqlens, window=bad)
+
+
+def test_windowed_prefix_op_reads_through_the_kernel_as_its_math_fallback_does(monkeypatch):
+    """attention/prefix.py: the draft's windowed cross-attention op gives the same (out, lse) through the split-KV
+    kernel (its CUDA path, run here on the interpreter) as through the float32 math other devices use, in the
+    grouped layout; and it is a well-formed custom op (fake version, schema) for torch.compile."""
+    from hf_longspec.attention import prefix
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 6, 4, 64, generator=gen)  # 3 rows, 6 query heads over 2 KV heads, 4 nodes
+    k, v = (torch.randn(3, 2, 200, 64, generator=gen) for _ in range(2))
+    lengths = torch.tensor([200, 37, 90])
+    math_out, math_lse = prefix.windowed_prefix_attention(q, k, v, lengths, 0.125, window=(4, 40))
+    monkeypatch.setattr(prefix, "_on_cuda_kernels", lambda q: True)
+    kernel_out, kernel_lse = prefix.windowed_prefix_attention(q, k, v, lengths, 0.125, window=(4, 40))
+    assert kernel_out.shape == math_out.shape == (3, 2, 3, 4, 64)
+    torch.testing.assert_close(kernel_out, math_out, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(kernel_lse, math_lse, atol=2e-5, rtol=2e-5)
+    monkeypatch.undo()
+    torch.library.opcheck(prefix.grouped_prefix_attention_window, (q, k, v, lengths, 0.125, 4, 40),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
 def test_split_count_fills_the_gpu_and_respects_short_prefixes():
     h200_sms = 132
     assert choose_num_splits(0, 8, h200_sms) == 1
@@ -215,16 +267,22 @@ compile_sm90(tree_attention_kernel, tree_pointers,
              num_warps=4, num_stages=3)
 for has_seqlens in (False, True):  # True: lengths read from memory, as in captured rounds
     compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
-                 dict(HAS_SEQLENS=has_seqlens, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
+                 dict(HAS_SEQLENS=has_seqlens, HAS_WINDOW=False, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
                  num_warps=8, num_stages=3)
 compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
-             dict(HAS_SEQLENS=True, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=32, BLOCK_D=128, HEAD_DIM=128),
+             dict(HAS_SEQLENS=True, HAS_WINDOW=False, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=32, BLOCK_D=128, HEAD_DIM=128),
              num_warps=4, num_stages=3)  # the tiles of 64 packed rows or fewer at head dim 128
 # Triton passes an integer argument equal to 1 as a constant (a Python int inside the kernel): a prefix
 # of one key must compile too (it did not, once: ``key_len.to(...)`` on an int).
 compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
-             dict(key_len=1, HAS_SEQLENS=False, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
+             dict(key_len=1, HAS_SEQLENS=False, HAS_WINDOW=False, DOT_IN_FP32=False, BLOCK_M=128, BLOCK_N=64, BLOCK_D=128, HEAD_DIM=128),
              num_warps=8, num_stages=3)
+compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
+             dict(HAS_SEQLENS=True, HAS_WINDOW=True, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=64, BLOCK_D=64, HEAD_DIM=64),
+             num_warps=4, num_stages=3)  # a draft's cross_attention_window (SmolLM2's head dim)
+compile_sm90(split_attention_kernel, dict(bf16, OUT="*fp32", LSE="*fp32", SEQLENS="*i64", MASK="*u8"),
+             dict(anchors=1, newest=1, HAS_SEQLENS=True, HAS_WINDOW=True, DOT_IN_FP32=False, BLOCK_M=64, BLOCK_N=64,
+                  BLOCK_D=64, HEAD_DIM=64), num_warps=4, num_stages=3)  # window sizes of 1 arrive as constants
 compile_sm90(combine_splits_kernel, dict(PART_OUT="*fp32", PART_LSE="*fp32", OUT="*bf16", LSE="*fp32"),
              dict(BLOCK_S=32, BLOCK_D=128, HEAD_DIM=128), num_warps=4)
 print("compiled for sm_90 with triton", triton.__version__)

@@ -250,6 +250,8 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     for bad in ("-1", "33"):
         err = _cli_error(capsys, ["run", "--lookup-tokens", bad])
         assert f"--lookup-tokens {bad}: allowed: an int from 0 to 32" in err and "Traceback" not in err
+    err = _cli_error(capsys, ["run", "--cross-attention-window", "0"])
+    assert "--cross-attention-window 0: allowed: an int >= 1." in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -429,10 +429,10 @@ def test_context_probe_writes_each_prompt_as_it_is_probed(tmp_path, monkeypatch)
     monkeypatch.setattr(probe, "load_draft_for", lambda target, name: (draft, "tiny"))
     monkeypatch.setattr(probe, "build_prompts", lambda *args, **kwargs: prompts)
     report = probe.main(["--out", str(tmp_path), "--kinds", "code", "--prompts", "2", "--lengths", "80", "100",
-                         "--queries", "8", "--shifts", "1", "--recent", "16"])
+                         "--queries", "8", "--shifts", "1", "--recent", "16", "40"])
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 2 and [json.loads(line) for line in lines] == report["results"]
-    assert set(report["results"][0]["shift 1"]) == {"80", "100", "100, recent 16"}
+    assert set(report["results"][0]["shift 1"]) == {"80", "100", "100, recent 16", "100, recent 40"}
     # --summarize reads the jsonl, or the log lines a cut run printed, into the same paired summary
     log = tmp_path / "probe.log"
     log.write_text("Loading weights\n" + "".join(f"code-{r['index']}: {json.dumps(r['shift 1'])} (3 s)\n"
@@ -444,6 +444,10 @@ def test_context_probe_writes_each_prompt_as_it_is_probed(tmp_path, monkeypatch)
     assert cell["prompts"] == 2 and cell["mean"]["100"] == pytest.approx((first["100"]["top1"] + second["100"]["top1"]) / 2)
     assert cell["100 - 80"]["mean"] == pytest.approx(statistics.fmean(
         r["100"]["top1"] - r["80"]["top1"] for r in (first, second)))
+    # a sweep's later window is compared with the one before it and with the whole long cache
+    for before in ("100, recent 16", "100"):
+        assert cell[f"100, recent 40 - {before}"]["mean"] == pytest.approx(statistics.fmean(
+            r["100, recent 40"]["top1"] - r[before]["top1"] for r in (first, second)))
 
 
 def test_feature_probe_adds_the_final_state_of_the_newest_readable_entry():

@@ -101,6 +101,8 @@ def cmd_run(args) -> int:
 
     check_draft_arg(args.draft)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
+    if args.cross_attention_window is not None:
+        _check_positive(cross_attention_window=args.cross_attention_window)
     from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
     if args.lookup_tokens is not None and not is_lookup_length(args.lookup_tokens):
@@ -110,7 +112,7 @@ def cmd_run(args) -> int:
                                "(0: no lookup chain).")
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
-                          args.dtype, args.lookup_tokens)
+                          args.dtype, args.lookup_tokens, args.cross_attention_window)
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
 
@@ -209,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lookup-tokens", type=int, default=None,
                      help="a prompt-lookup chain of this many tokens beside the draft's tree (longspec_lookup_tokens; "
                           "default: the draft config's lookup_tokens, 32 for the shipped draft; 0: none)")
+    run.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
+                     help="the draft reads only the target's first num_anchor_tokens cache entries and the newest W "
+                          "(cross_attention_window; default: the draft config's, every entry for the shipped draft)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

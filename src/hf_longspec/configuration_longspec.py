@@ -86,8 +86,9 @@ class LongSpecDraftConfig(PretrainedConfig):
       H200 (docs/training.md, thirty-second session): reading the 8k cache this way gave back a third of
       what reading it whole cost the shipped draft on prose (+0.012 top-1) and most of it on code and chat;
       with W = 2048 the draft alone rose by +0.137 +- 0.068 tau at 8k on 12 CPU prompts (7 better, 0 worse).
-      Off by default until measured on the GPU: the round reads the window through float32 math over the
-      whole cache buffer, not the prefix kernel, and its cost there is unmeasured.
+      On CUDA the split-KV prefix kernel reads only those entries, in place (work constant in the context
+      length, graph-safe); elsewhere float32 math. Off by default until its tau and round cost are measured
+      on the GPU (`hf-longspec run --cross-attention-window W` tries it).
     - lookup_tokens: default length of the prompt-lookup chain verified beside the tree each round
       (generation/lookup.py), cut to what the node budget leaves after the tree; 0: none. The shipped
       SmolLM2 draft sets 32 (H200, bf16, 72 held-out prompts at 2k-8k: tau 9.3; 3.6 without it, in

@@ -82,10 +82,15 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
-                 lookup_tokens: int | None = None) -> RunReport:
+                 lookup_tokens: int | None = None, cross_attention_window: int | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
+    if cross_attention_window is not None:  # read at each call, so set before the first round
+        drafter.config.cross_attention_window = cross_attention_window
+    if drafter.config.cross_attention_window is not None:
+        source += (f" (reading the target's first {drafter.config.num_anchor_tokens} and newest "
+                   f"{drafter.config.cross_attention_window} cache entries)")
     ids = torch.tensor([long_prompt_ids(tokenizer, prompt_tokens, kind=kind, split="eval", seed=seed)], device=device)
     common = dict(max_new_tokens=max_new_tokens, do_sample=False)
     target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)

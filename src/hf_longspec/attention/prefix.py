@@ -179,6 +179,19 @@ def prefix_attention(
     return out.flatten(1, 2).to(q.dtype), lse.flatten(1, 2).float()
 
 
+def _splitkv_over_lengths(q, k, v, lengths, scale, window=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The split-KV kernel over each row's first ``lengths[b]`` keys (``window``: its anchors and newest
+    ones only), read from device memory: graph-safe. Grouped layout, float32."""
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    out, lse = prefix_attn_splitkv(q, k, v, scale, out=out, seqlens=lengths, window=window)
+    num_kv_heads = k.shape[1]
+    return out.unflatten(1, (num_kv_heads, -1)), lse.unflatten(1, (num_kv_heads, -1))
+
+
+def _on_cuda_kernels(q: torch.Tensor) -> bool:
+    return triton_can_run_on(q.device) and q.device.type == "cuda"
+
+
 @torch.library.custom_op("hf_longspec::grouped_prefix_attention_varlen", mutates_args=())
 def grouped_prefix_attention_varlen(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
@@ -191,11 +204,8 @@ def grouped_prefix_attention_varlen(
     reads them from memory. Elsewhere (no graphs) the float32 math fallback attends the filled part.
     A ``torch.library`` custom op, so ``torch.compile`` traces it as one opaque node.
     """
-    if triton_can_run_on(q.device) and q.device.type == "cuda":
-        out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-        out, lse = prefix_attn_splitkv(q, k, v, scale, out=out, seqlens=lengths)
-        num_kv_heads = k.shape[1]
-        return out.unflatten(1, (num_kv_heads, -1)), lse.unflatten(1, (num_kv_heads, -1))
+    if _on_cuda_kernels(q):
+        return _splitkv_over_lengths(q, k, v, lengths, scale)
     # No graphs here: read the lengths on the host and attend only the filled part of the buffers
     longest = int(lengths.max())
     k, v = k[:, :, :longest], v[:, :, :longest]
@@ -205,20 +215,42 @@ def grouped_prefix_attention_varlen(
     return grouped_attention_math(q, k, v, scale, allowed=valid[:, None, :].expand(-1, q.shape[2], -1))
 
 
+@torch.library.custom_op("hf_longspec::grouped_prefix_attention_window", mutates_args=())
+def grouped_prefix_attention_window(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float, anchors: int, newest: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`grouped_prefix_attention_varlen` over only the first `anchors` and the newest `newest` of each row's
+    first ``lengths[b]`` keys (a draft's config.cross_attention_window). On CUDA the split-KV kernel reads
+    just those keys in place (constant work in the length, graph-safe); elsewhere float32 math over the
+    filled part under the window's mask."""
+    if _on_cuda_kernels(q):
+        return _splitkv_over_lengths(q, k, v, lengths, scale, window=(anchors, newest))
+    longest = int(lengths.max())
+    index = torch.arange(longest, device=k.device)[None, :]
+    filled = lengths.to(k.device)[:, None]
+    visible = (index < filled) & ((index < anchors) | (index >= filled - newest))  # (B, longest)
+    return grouped_attention_math(q, k[:, :, :longest], v[:, :, :longest], scale,
+                                  allowed=visible[:, None, :].expand(-1, q.shape[2], -1))
+
+
 def windowed_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
                               window: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """`grouped_prefix_attention_varlen` over only the first `window[0]` (anchors) and the newest `window[1]` of
-    the first ``lengths[b]`` keys (config.cross_attention_window). Device ops only, so it runs in a captured
-    graph; float32 math over the whole buffer, not the split-KV kernel (which reads [0, length) per row)."""
-    anchors, newest = window
-    index = torch.arange(k.shape[2], device=k.device)[None, :]
-    filled = lengths.to(k.device)[:, None]
-    visible = (index < filled) & ((index < anchors) | (index >= filled - newest))  # (B, C)
-    return grouped_attention_math(q, k, v, scale, allowed=visible[:, None, :].expand(-1, q.shape[2], -1))
+    """`grouped_prefix_attention_window` with the window as (anchors, newest)."""
+    return grouped_prefix_attention_window(q, k, v, lengths, scale, *window)
 
 
 @grouped_prefix_attention_varlen.register_fake
 def _(q, k, v, lengths, scale):
+    return _grouped_outputs_like(q, k)
+
+
+@grouped_prefix_attention_window.register_fake
+def _(q, k, v, lengths, scale, anchors, newest):
+    return _grouped_outputs_like(q, k)
+
+
+def _grouped_outputs_like(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty (out, lse) of the grouped layout, for the custom ops' fake (shape-only) versions."""
     batch, num_q_heads, query_len, head_dim = q.shape
     num_kv_heads = k.shape[1]
     group = num_q_heads // num_kv_heads
