@@ -151,4 +151,3 @@ def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured
     assert len(draft.__dict__["_longspec_decoders"]) == 2
     assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
     assert windowed == fresh.last_stats.round_lengths and windowed != whole
-
