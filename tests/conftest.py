@@ -12,6 +12,10 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The embedded target is read from its GGUF in every test, as the reference: the converted folder a first
+# load leaves under HF_HOME (hf_longspec/embedded.py) is tested on its own, against it, in test_embedded_cache.
+os.environ.setdefault("HF_LONGSPEC_CACHE", "off")
+
 # Under pytest-xdist (the README's test command runs two workers) the workers share the machine's
 # cores: each gets its share of intra-op threads instead of every worker spinning on all of them.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):

@@ -1,0 +1,50 @@
+"""The embedded target's converted folder (hf_longspec/embedded.py): made once from the GGUF, it loads the
+same weights, config and tokenizer as the GGUF itself, and is written so that no reader sees half of it."""
+
+import copy
+
+import torch
+
+from hf_longspec import embedded as loading
+from hf_longspec.corpus import long_prompt_ids
+
+
+def test_the_converted_folder_loads_what_the_gguf_loads(embedded, tmp_path, monkeypatch):
+    """The first load converts (here from the session's GGUF-loaded target, which stands in for a second read of
+    the GGUF: 35 s), later loads read the folder: the same float32 weights, the same logits on real text, the
+    same tokenizer and chat template; a second conversion racing the first leaves the first folder and no
+    staging folder; HF_LONGSPEC_CACHE=off reads the GGUF."""
+    reference, reference_tokenizer = embedded
+    monkeypatch.setenv("HF_LONGSPEC_CACHE", str(tmp_path))
+    conversions = []
+
+    def read_gguf(gguf_file):
+        conversions.append(gguf_file)
+        return copy.deepcopy(reference)
+
+    monkeypatch.setattr(loading, "_read_gguf_model", lambda path: read_gguf(gguf_file=path.name))
+    monkeypatch.setattr(loading, "_gguf_tokenizer", lambda path: reference_tokenizer)
+    model, tokenizer = loading.load_embedded_target(device="cpu")
+    folder = loading.converted_folder(tmp_path, loading.embedded_gguf_path())
+    assert conversions == [loading.EMBEDDED_GGUF] and model.config.name_or_path == str(folder)
+    assert loading.load_embedded_target(device="cpu")[0].config.name_or_path == str(folder)
+    assert len(conversions) == 1  # the second load read the folder
+    assert not getattr(model, "is_quantized", False) and "quantization_config" not in model.config.to_dict()
+
+    theirs = reference.state_dict()
+    mine = model.state_dict()
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[name], theirs[name]) for name in mine)
+    ids = torch.tensor([long_prompt_ids(reference_tokenizer, 256, kind="prose", split="eval", seed=3)])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reference(ids).logits)
+    text = (folder / "config.json").read_text()[:400] + " Grüße, 世界 <|im_start|>user"
+    assert tokenizer(text).input_ids == reference_tokenizer(text).input_ids
+    chat = [{"role": "user", "content": "Summarize the document."}]
+    assert tokenizer.apply_chat_template(chat, tokenize=False) == reference_tokenizer.apply_chat_template(chat, tokenize=False)
+    assert loading.load_tokenizer().name_or_path == str(folder)  # prompt-cutting scripts read the folder too
+
+    loading.save_converted(copy.deepcopy(reference), reference_tokenizer, folder)  # a racing second process
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+    monkeypatch.setenv("HF_LONGSPEC_CACHE", "off")
+    assert loading.converted_cache_root() is None and loading.converted_embedded_folder() is None
