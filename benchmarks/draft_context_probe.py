@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tau_curve import build_prompts  # noqa: E402  (the same prompts as the tau curve)
 
 from hf_longspec.demo import load_draft_for  # noqa: E402
+from hf_longspec.evaluation import prompt_digest  # noqa: E402
 from hf_longspec.embedded import load_embedded_target  # noqa: E402
 from hf_longspec.modeling_longspec import attend  # noqa: E402
 from hf_longspec.target_support import cache_argument_name, target_layers_kv  # noqa: E402
@@ -131,7 +132,8 @@ def with_continuation(target, long_prompt: dict, short_prompt: dict, tokens: int
 
 def probe(target, draft, long_prompt: dict, short_prompt: dict, args) -> dict:
     layers = draft.target_layers
-    result = {"kind": long_prompt["kind"], "index": long_prompt["index"], "source": long_prompt.get("source")}
+    result = {"kind": long_prompt["kind"], "index": long_prompt["index"], "source": long_prompt.get("source"),
+              "prompt_digests": [prompt_digest(long_prompt["input_ids"]), prompt_digest(short_prompt["input_ids"])]}
     if args.continuation:
         long_prompt, short_prompt = with_continuation(target, long_prompt, short_prompt, args.continuation,
                                                       args.continue_from)
@@ -179,6 +181,18 @@ def read_results(path: str) -> list[dict]:
     return results
 
 
+def distinct_prompts(results: list[dict]) -> list[dict]:
+    """Each pair of prompts once: a kind with little eval text can give two indices the same prompts, which
+    would count one text twice in a mean and its error (records without digests, from a log, count each)."""
+    seen, kept = set(), []
+    for result in results:
+        key = (result["kind"], *result["prompt_digests"]) if "prompt_digests" in result else id(result)
+        if key not in seen:
+            seen.add(key)
+            kept.append(result)
+    return kept
+
+
 def paired_difference(records: list[dict], after: str, before: str, measure: str) -> dict:
     """Mean paired difference of two readings over prompts, ± its standard error, prompts better / worse."""
     deltas = [m[after][measure] - m[before][measure] for m in records]
@@ -190,6 +204,7 @@ def paired_summary(results: list[dict], shift: int = 1) -> dict:
     """Per kind and measure (top1, top4): the mean of each reading, its mean paired difference from the
     one before it, and each restricted reading's from the whole long cache (the window's own gain)."""
     summary = {}
+    results = distinct_prompts(results)
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r[f"shift {shift}"] for r in results if r["kind"] == kind]
         labels = list(mine[0])
@@ -257,10 +272,12 @@ def main(argv=None) -> dict:
             print(f"{kind}-{index}: {json.dumps(results[-1]['shift 1'])} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
     labels = [f"{short}", f"{long}", *(f"{long}, recent {r}" for r in args.recent)]
+    distinct = distinct_prompts(results)  # the means count each text once; "results" keeps every index
     report = {"settings": vars(args), "draft": draft_source, "results": results, "seconds": time.perf_counter() - started,
-              "table": table(results, args.shifts, labels), "paired": paired_summary(results)}
-    for kind in dict.fromkeys(r["kind"] for r in results):
-        mine = [r for r in results if r["kind"] == kind]
+              "repeated_prompts": len(results) - len(distinct),
+              "table": table(distinct, args.shifts, labels), "paired": paired_summary(distinct)}
+    for kind in dict.fromkeys(r["kind"] for r in distinct):
+        mine = [r for r in distinct if r["kind"] == kind]
         report.setdefault("target", {})[kind] = {
             "same_label_2k_8k": sum(r["target_same_label"] for r in mine) / len(mine),
             "top1_prob": {n: sum(r["target_top1_prob"][n] for r in mine) / len(mine) for n in ("short", "long")}}

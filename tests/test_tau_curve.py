@@ -423,23 +423,25 @@ def test_context_probe_writes_each_prompt_as_it_is_probed(tmp_path, monkeypatch)
     target = tiny_llama(layers=2, initializer_range=0.2)
     draft = LongSpecDraftModel.from_target(target, sliding_window=16)
     stream = torch.randint(0, 96, (2, 100), generator=torch.Generator().manual_seed(0)).tolist()
+    stream.append(stream[1])  # index 2 cuts index 1's prompts again (a kind with little eval text): counted once
     prompts = [{"kind": "code", "index": i, "length": n, "input_ids": stream[i][-n:], "source": "random"}
-               for n in (80, 100) for i in (0, 1)]  # the check reads 64 queries of prompt 0
+               for n in (80, 100) for i in (0, 1, 2)]  # the check reads 64 queries of prompt 0
     monkeypatch.setattr(probe, "load_embedded_target", lambda dtype: (target, None))
     monkeypatch.setattr(probe, "load_draft_for", lambda target, name: (draft, "tiny"))
     monkeypatch.setattr(probe, "build_prompts", lambda *args, **kwargs: prompts)
-    report = probe.main(["--out", str(tmp_path), "--kinds", "code", "--prompts", "2", "--lengths", "80", "100",
+    report = probe.main(["--out", str(tmp_path), "--kinds", "code", "--prompts", "3", "--lengths", "80", "100",
                          "--queries", "8", "--shifts", "1", "--recent", "16", "40"])
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and [json.loads(line) for line in lines] == report["results"]
+    assert len(lines) == 3 and [json.loads(line) for line in lines] == report["results"]
+    assert report["repeated_prompts"] == 1 and report["results"][1]["shift 1"] == report["results"][2]["shift 1"]
     assert set(report["results"][0]["shift 1"]) == {"80", "100", "100, recent 16", "100, recent 40"}
     # --summarize reads the jsonl, or the log lines a cut run printed, into the same paired summary
     log = tmp_path / "probe.log"
     log.write_text("Loading weights\n" + "".join(f"code-{r['index']}: {json.dumps(r['shift 1'])} (3 s)\n"
-                                                  for r in report["results"]))
+                                                  for r in report["results"][:2]))  # a log names no digests
     for source in (tmp_path / "results.jsonl", log):
         assert probe.main(["--out", str(tmp_path / "summary"), "--summarize", str(source)]) == report["paired"]
-    first, second = (r["shift 1"] for r in report["results"])
+    first, second, _ = (r["shift 1"] for r in report["results"])
     cell = report["paired"]["code"]["top1"]
     assert cell["prompts"] == 2 and cell["mean"]["100"] == pytest.approx((first["100"]["top1"] + second["100"]["top1"]) / 2)
     assert cell["100 - 80"]["mean"] == pytest.approx(statistics.fmean(
