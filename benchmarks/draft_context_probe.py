@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tau_curve import build_prompts  # noqa: E402  (the same prompts as the tau curve)
 
 from hf_longspec.demo import load_draft_for  # noqa: E402
-from hf_longspec.evaluation import prompt_digest  # noqa: E402
+from hf_longspec.evaluation import paired_difference, prompt_digest  # noqa: E402
 from hf_longspec.embedded import load_embedded_target  # noqa: E402
 from hf_longspec.modeling_longspec import attend  # noqa: E402
 from hf_longspec.target_support import cache_argument_name, target_layers_kv  # noqa: E402
@@ -193,11 +193,9 @@ def distinct_prompts(results: list[dict]) -> list[dict]:
     return kept
 
 
-def paired_difference(records: list[dict], after: str, before: str, measure: str) -> dict:
-    """Mean paired difference of two readings over prompts, ± its standard error, prompts better / worse."""
-    deltas = [m[after][measure] - m[before][measure] for m in records]
-    return {"mean": statistics.fmean(deltas), "stderr": statistics.stdev(deltas) / len(deltas) ** 0.5 if len(deltas) > 1 else None,
-            "better": sum(d > 0 for d in deltas), "worse": sum(d < 0 for d in deltas)}
+def reading_difference(records: list[dict], after: str, before: str, measure: str) -> dict:
+    """`paired_difference` of two readings' `measure` over the prompts."""
+    return paired_difference([m[after][measure] - m[before][measure] for m in records])
 
 
 def paired_summary(results: list[dict], shift: int = 1) -> dict:
@@ -211,9 +209,9 @@ def paired_summary(results: list[dict], shift: int = 1) -> dict:
         for measure in ("top1", "top4"):
             cell = {"prompts": len(mine), "mean": {label: statistics.fmean(m[label][measure] for m in mine) for label in labels}}
             for before, after in zip(labels, labels[1:]):
-                cell[f"{after} - {before}"] = paired_difference(mine, after, before, measure)
+                cell[f"{after} - {before}"] = reading_difference(mine, after, before, measure)
             for after in labels[3:]:  # a sweep's later windows, against the whole long cache too
-                cell[f"{after} - {labels[1]}"] = paired_difference(mine, after, labels[1], measure)
+                cell[f"{after} - {labels[1]}"] = reading_difference(mine, after, labels[1], measure)
             summary.setdefault(kind, {})[measure] = cell
     return summary
 

@@ -18,11 +18,11 @@ def test_the_converted_folder_loads_what_the_gguf_loads(embedded, tmp_path, monk
     monkeypatch.setenv("HF_LONGSPEC_CACHE", str(tmp_path))
     conversions = []
 
-    def read_gguf(gguf_file):
-        conversions.append(gguf_file)
+    def read_gguf(path):
+        conversions.append(path.name)
         return copy.deepcopy(reference)
 
-    monkeypatch.setattr(loading, "_read_gguf_model", lambda path: read_gguf(gguf_file=path.name))
+    monkeypatch.setattr(loading, "_read_gguf_model", read_gguf)
     monkeypatch.setattr(loading, "_gguf_tokenizer", lambda path: reference_tokenizer)
     model, tokenizer = loading.load_embedded_target(device="cpu")
     folder = loading.converted_folder(tmp_path, loading.embedded_gguf_path())

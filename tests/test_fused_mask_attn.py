@@ -209,9 +209,9 @@ def test_windowed_prefix_op_reads_through_the_kernel_as_its_math_fallback_does(m
     q = torch.randn(3, 6, 4, 64, generator=gen)  # 3 rows, 6 query heads over 2 KV heads, 4 nodes
     k, v = (torch.randn(3, 2, 200, 64, generator=gen) for _ in range(2))
     lengths = torch.tensor([200, 37, 90])
-    math_out, math_lse = prefix.windowed_prefix_attention(q, k, v, lengths, 0.125, window=(4, 40))
+    math_out, math_lse = prefix.grouped_prefix_attention_window(q, k, v, lengths, 0.125, 4, 40)
     monkeypatch.setattr(prefix, "_on_cuda_kernels", lambda q: True)
-    kernel_out, kernel_lse = prefix.windowed_prefix_attention(q, k, v, lengths, 0.125, window=(4, 40))
+    kernel_out, kernel_lse = prefix.grouped_prefix_attention_window(q, k, v, lengths, 0.125, 4, 40)
     assert kernel_out.shape == math_out.shape == (3, 2, 3, 4, 64)
     torch.testing.assert_close(kernel_out, math_out, atol=2e-5, rtol=2e-5)
     torch.testing.assert_close(kernel_lse, math_lse, atol=2e-5, rtol=2e-5)

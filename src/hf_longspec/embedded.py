@@ -94,8 +94,10 @@ def converted_embedded_folder(convert: bool = True) -> Path | None:
         return None
     path = embedded_gguf_path()
     folder = converted_folder(root, path)
-    if (folder / "config.json").exists() or not convert:
-        return folder if (folder / "config.json").exists() else None
+    if (folder / "config.json").exists():  # renamed into place whole: a folder with its config is complete
+        return folder
+    if not convert:
+        return None
     try:
         return save_converted(_read_gguf_model(path), _gguf_tokenizer(path), folder)
     except Exception as error:  # a read-only home, another transformers: read the GGUF every time, as before

@@ -345,12 +345,12 @@ class LongSpecCrossAttention(nn.Module):
         With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
         just the query heads that read them and all-reduce the partial ``o_proj`` outputs.
         ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
-        from .attention.prefix import grouped_prefix_attention_varlen, windowed_prefix_attention
+        from .attention.prefix import grouped_prefix_attention_varlen, grouped_prefix_attention_window
 
         layers = ((target_keys, target_values), *extra_kv)
         window = self.window()
-        read = grouped_prefix_attention_varlen if window is None else functools.partial(windowed_prefix_attention,
-                                                                                        window=window)
+        read = grouped_prefix_attention_varlen if window is None else functools.partial(
+            grouped_prefix_attention_window, anchors=window[0], newest=window[1])
         lengths = target_lengths if window is None else target_lengths.clamp(max=sum(window))
         lengths = lengths[:, None, None, None]  # the entries each query reads (the length scaling's n)
         if shard is None:  # every block's heads at once: one projection in, one out

@@ -233,12 +233,6 @@ def grouped_prefix_attention_window(
                                   allowed=visible[:, None, :].expand(-1, q.shape[2], -1))
 
 
-def windowed_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
-                              window: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """`grouped_prefix_attention_window` with the window as (anchors, newest)."""
-    return grouped_prefix_attention_window(q, k, v, lengths, scale, *window)
-
-
 @grouped_prefix_attention_varlen.register_fake
 def _(q, k, v, lengths, scale):
     return _grouped_outputs_like(q, k)
