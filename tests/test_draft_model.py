@@ -591,6 +591,9 @@ def test_cross_attention_window_reads_the_anchors_and_the_newest_entries_and_dec
         v = values[:, :, read].double().repeat_interleave(2, dim=1)
         expected = attn.output(torch.softmax(q @ k.transpose(-1, -2) * 16**-0.5, dim=-1) @ v)
         assert (out.double() - expected).norm() / expected.norm() < 1e-5
+        # asked per call (a decoder passes its call's window), the config aside
+        torch.testing.assert_close(plain.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]),
+                                                                 window=8), out)
         windowed.config.cross_attention_window = 26  # 4 anchors + 26 newest: all 30 entries
         whole = plain.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30]))
         torch.testing.assert_close(windowed.cross_attn.forward_step(hidden, cos, sin, keys, values, torch.tensor([30])),

@@ -131,9 +131,10 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
 
 def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured_round(embedded):
     """cross_attention_window (the shipped draft reading the 4 anchors and the newest 64 entries of a real
-    512-token prompt) changes what the draft proposes, never the output; setting it on a draft that already
-    generated gives a decoder of its own (a captured round would still read every entry) and the same rounds
-    as a draft that had the window from the start."""
+    512-token prompt) changes what the draft proposes, never the output. Asked per call
+    (longspec_cross_attention_window) it gives the rounds of a draft whose config has it, and leaves the config
+    alone; 0 per call reads every entry whatever the config says. Setting the config on a draft that already
+    generated gives a decoder of its own (a captured round would still read every entry)."""
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     fresh, _ = load_draft_for(target, "embedded")
@@ -143,11 +144,19 @@ def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured
     options = dict(max_new_tokens=32, do_sample=False, longspec_lookup_tokens=0)
     assert torch.equal(target.generate(ids, assistant_model=draft, **options), reference)
     whole = draft.last_stats.round_lengths
+    assert torch.equal(target.generate(ids, assistant_model=draft, longspec_cross_attention_window=64, **options),
+                       reference)
+    per_call = draft.last_stats.round_lengths
+    assert draft.config.cross_attention_window is None
+    assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
+    windowed = fresh.last_stats.round_lengths
+    assert per_call == windowed and windowed != whole
+    assert torch.equal(target.generate(ids, assistant_model=fresh, longspec_cross_attention_window=0, **options),
+                       reference)
+    assert fresh.last_stats.round_lengths == whole
     draft.config.cross_attention_window = 64
     assert torch.equal(target.generate(ids, assistant_model=draft, **options), reference)
-    windowed = draft.last_stats.round_lengths
+    assert draft.last_stats.round_lengths == windowed
     # the window is in the decoder's key: on CUDA a captured round bakes the reading in, so a round captured
     # without the window must not serve a call with it (on the CPU nothing is captured; the key is checked here)
     assert len(draft.__dict__["_longspec_decoders"]) == 2
-    assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
-    assert windowed == fresh.last_stats.round_lengths and windowed != whole

@@ -250,8 +250,29 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     for bad in ("-1", "33"):
         err = _cli_error(capsys, ["run", "--lookup-tokens", bad])
         assert f"--lookup-tokens {bad}: allowed: an int from 0 to 32" in err and "Traceback" not in err
-    err = _cli_error(capsys, ["run", "--cross-attention-window", "0"])
-    assert "--cross-attention-window 0: allowed: an int >= 1." in err and "Traceback" not in err
+    err = _cli_error(capsys, ["run", "--cross-attention-window", "-1"])
+    assert "--cross-attention-window -1: allowed: an int >= 1 (the newest entries read besides the anchors) or 0 " \
+        "(every entry)." in err and "Traceback" not in err
+
+
+def test_a_cross_attention_window_asked_of_generate_is_refused_by_name_before_anything_runs():
+    """longspec_cross_attention_window (per call, or in the generation config) must be an int >= 0; a draft config
+    whose window was set to something else after it was built is refused by name too. Nothing is left behind."""
+    target, draft = perturbed_pair()
+    ids = random_prompt()
+    allowed = r"allowed: an int W >= 1 \(the draft reads the target cache's 4 first entries and its newest W\), "
+    for bad in (-1, True, 2.5, "64"):
+        with pytest.raises(UnsupportedGenerationError,
+                           match=rf"^longspec_cross_attention_window={re.escape(repr(bad))}; {allowed}0 \(every entry\)"):
+            target.generate(ids, assistant_model=draft, max_new_tokens=4, longspec_cross_attention_window=bad)
+    config = GenerationConfig(max_new_tokens=4, do_sample=False, longspec_cross_attention_window=-3)
+    with pytest.raises(UnsupportedGenerationError, match=r"^generation_config.longspec_cross_attention_window=-3"):
+        target.generate(ids, assistant_model=draft, generation_config=config)
+    draft.config.cross_attention_window = 0
+    with pytest.raises(UnsupportedGenerationError,
+                       match=rf"^the draft config's cross_attention_window=0; {allowed}or None \(every entry\)"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4)
+    assert getattr(draft, "last_stats", None) is None and not draft.__dict__.get("_longspec_decoders")
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -101,13 +101,13 @@ def cmd_run(args) -> int:
 
     check_draft_arg(args.draft)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
-    if args.cross_attention_window is not None:
-        _check_positive(cross_attention_window=args.cross_attention_window)
+    from .errors import CommandLineError
     from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
+    if args.cross_attention_window is not None and args.cross_attention_window < 0:
+        raise CommandLineError(f"--cross-attention-window {args.cross_attention_window}: allowed: an int >= 1 (the "
+                               "newest entries read besides the anchors) or 0 (every entry).")
     if args.lookup_tokens is not None and not is_lookup_length(args.lookup_tokens):
-        from .errors import CommandLineError
-
         raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
                                "(0: no lookup chain).")
 
@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "default: the draft config's lookup_tokens, 32 for the shipped draft; 0: none)")
     run.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                      help="the draft reads only the target's first num_anchor_tokens cache entries and the newest W "
-                          "(cross_attention_window; default: the draft config's, every entry for the shipped draft)")
+                          "(longspec_cross_attention_window; 0: every entry; default: the draft config's "
+                          "cross_attention_window, every entry for the shipped draft)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

@@ -86,19 +86,18 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
-    if cross_attention_window is not None:  # read at each call, so set before the first round
-        drafter.config.cross_attention_window = cross_attention_window
-    if drafter.config.cross_attention_window is not None:
-        source += (f" (reading the target's first {drafter.config.num_anchor_tokens} and newest "
-                   f"{drafter.config.cross_attention_window} cache entries)")
     ids = torch.tensor([long_prompt_ids(tokenizer, prompt_tokens, kind=kind, split="eval", seed=seed)], device=device)
     common = dict(max_new_tokens=max_new_tokens, do_sample=False)
     target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)
-    target.generate(ids[:, :64], assistant_model=drafter, max_new_tokens=8, do_sample=False)
+    speculation = dict(assistant_model=drafter, longspec_lookup_tokens=lookup_tokens,
+                       longspec_cross_attention_window=cross_attention_window)
+    target.generate(ids[:, :64], max_new_tokens=8, do_sample=False, **speculation)
     _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)
-    speculative, longspec_seconds = timed(lambda: target.generate(ids, assistant_model=drafter,
-                                                                  longspec_lookup_tokens=lookup_tokens, **common), device)
+    speculative, longspec_seconds = timed(lambda: target.generate(ids, **speculation, **common), device)
+    window = drafter.last_stats.cross_attention_window  # what the call read, whoever asked for it
+    if window is not None:
+        source += f" (reading the target's first {drafter.config.num_anchor_tokens} and newest {window} cache entries)"
     return RunReport(
         prompt_tokens=ids.shape[1],
         new_tokens=speculative.shape[1] - ids.shape[1],

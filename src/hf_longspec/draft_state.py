@@ -90,3 +90,6 @@ class DraftStepContext:
     target_values: torch.Tensor
     target_lengths: torch.Tensor
     extra_target_kv: tuple = ()  # (keys, values) buffers of the extra target layers (extra_target_layer_indices)
+    # the entries the cross-attention reads: "config" (the draft config's cross_attention_window, read at each
+    # step), None (every committed entry) or W (the anchors and the newest W); a decoder fixes it per call
+    cross_attention_window: int | str | None = "config"

@@ -228,9 +228,10 @@ class LongSpecCrossAttention(nn.Module):
                            if config.target_entry_input else None)
         self.config = config  # cross_attention_window is read at each call: setting it on the config takes effect
 
-    def window(self) -> tuple[int, int] | None:
-        """(anchors, newest entries) the queries read (config.cross_attention_window), or None: all of them."""
-        window = self.config.cross_attention_window
+    def window(self, setting: int | str | None = "config") -> tuple[int, int] | None:
+        """(anchors, newest entries) the queries read, or None: all of them. ``setting``: a window W, None (all),
+        or "config": the config's cross_attention_window, read now."""
+        window = self.config.cross_attention_window if setting == "config" else setting
         if window is None:
             return None
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:  # set on the config after it was built
@@ -337,18 +338,19 @@ class LongSpecCrossAttention(nn.Module):
 
     def forward_step(self, hidden, cos, sin, target_keys, target_values, target_lengths,
                      shard: HeadShard | None = None, newest_entry: torch.Tensor | None = None,
-                     extra_kv: tuple = ()) -> torch.Tensor:
+                     extra_kv: tuple = (), window: int | str | None = "config") -> torch.Tensor:
         """Decoding path: every drafted node sees the committed entries [0, target_lengths[b]) of the
         target's preallocated cache buffers (B, H_kv, C, D); the lengths stay on the device.
         ``extra_kv``: the (keys, values) buffers of the extra target layers, in config order.
 
         With a tensor-parallel target (``shard``), the buffers hold this rank's KV heads only: compute
         just the query heads that read them and all-reduce the partial ``o_proj`` outputs.
-        ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only."""
+        ``newest_entry``: `newest_entry` of the last committed entry, with ``entry_proj`` only.
+        ``window``: the entries read (`window`'s setting; a decoder passes the call's)."""
         from .attention.prefix import grouped_prefix_attention_varlen, grouped_prefix_attention_window
 
         layers = ((target_keys, target_values), *extra_kv)
-        window = self.window()
+        window = self.window(window)
         read = grouped_prefix_attention_varlen if window is None else functools.partial(
             grouped_prefix_attention_window, anchors=window[0], newest=window[1])
         lengths = target_lengths if window is None else target_lengths.clamp(max=sum(window))
@@ -721,7 +723,7 @@ class LongSpecDraftModel(LongSpecPreTrainedModel):
         hidden = hidden + self.cross_attn.forward_step(
             self.cross_attn_layernorm(hidden), cos, sin, context.target_keys, context.target_values,
             context.target_lengths, self._head_shard, self._newest_committed_entry(context, count),
-            extra_kv=context.extra_target_kv,
+            extra_kv=context.extra_target_kv, window=context.cross_attention_window,
         )
         hidden = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return (self._logits(hidden),)

@@ -23,6 +23,27 @@ def check_lookup(tokens) -> None:
             "(0: no prompt-lookup chain).")
 
 
+def cross_attention_window_for(draft, generation_config, requested) -> int | None:
+    """The window a call's draft reads: None (every committed target entry) or W (the anchors and the newest
+    W), from ``longspec_cross_attention_window`` (0: every entry), else the generation config's, else the
+    draft config's ``cross_attention_window``. Refused unless an int >= 0."""
+    name = "longspec_cross_attention_window"
+    if requested is None and getattr(generation_config, name, None) is not None:
+        requested, name = generation_config.longspec_cross_attention_window, f"generation_config.{name}"
+    smallest = 0
+    if requested is None:  # the config's own rule: None or a positive int
+        requested, name, smallest = draft.config.cross_attention_window, "the draft config's cross_attention_window", 1
+        if requested is None:
+            return None
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < smallest:
+        allowed = "or None (every entry)" if smallest else \
+            "0 (every entry) or None (the draft config's cross_attention_window)"
+        raise UnsupportedGenerationError(
+            f"{name}={requested!r}; allowed: an int W >= 1 (the draft reads the target cache's "
+            f"{draft.config.num_anchor_tokens} first entries and its newest W), {allowed}.")
+    return requested or None
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""

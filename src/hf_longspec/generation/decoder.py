@@ -45,7 +45,8 @@ class LongSpecDecoder:
 
     def __init__(self, draft, layout: TreeLayout, capacity: int, batch_size: int = 1,
                  verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False,
-                 compile: bool = False, compile_verify: bool | None = None, warpers: DeviceWarpers | None = None):
+                 compile: bool = False, compile_verify: bool | None = None, warpers: DeviceWarpers | None = None,
+                 cross_attention_window: int | str | None = "config"):
         target = draft.target
         config = target.config.get_text_config()
         weight = target.get_input_embeddings().weight
@@ -67,8 +68,9 @@ class LongSpecDecoder:
         tree_kv = torch.zeros(2, batch_size, draft_heads, layout.num_run, draft_dim, dtype=ring.keys.dtype,
                               device=self.device)
         (target_keys, target_values), *extra_kv = (self.cache.layer_kv(layer) for layer in draft.target_layers)
+        # the entries the draft's cross-attention reads are fixed per decoder: a captured round bakes them in
         self.context = DraftStepContext(ring, tree_kv[0], tree_kv[1], target_keys, target_values, self.cache.lengths,
-                                        tuple(extra_kv))
+                                        tuple(extra_kv), cross_attention_window)
         self.root_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self.active = torch.ones(batch_size, dtype=torch.bool, device=self.device)  # rows still generating
         # per row, the most tokens it may ever hold committed in this call (set by start): a row's last

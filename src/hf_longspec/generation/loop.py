@@ -16,7 +16,7 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import check_lookup, check_request
+from .checks import check_lookup, check_request, cross_attention_window_for
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
@@ -81,14 +81,14 @@ IDLE_DECODERS_KEPT = 4
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
                      sampling: bool, compile: bool, batch_size: int = 1, compile_verify: bool = True,
-                     warpers: DeviceWarpers | None = None) -> LongSpecDecoder:
+                     warpers: DeviceWarpers | None = None, cross_attention_window: int | None = None) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones). Building a new one first drops the least recently used idle
     decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout, capacity, batch_size, verify_mode, use_graphs,
            sampling, compile, compile and compile_verify, warpers.key if warpers is not None else None,
-           draft.config.cross_attention_window)  # a round captured with one window must not serve another
+           cross_attention_window)  # a round captured with one window must not serve another
     with _POOL_LOCK:
         pools = draft.__dict__.setdefault("_longspec_decoders", {})
         for decoder in pools.setdefault(key, []):
@@ -101,7 +101,8 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
     def build():
         return LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
                                use_cuda_graphs=use_graphs, sampling=sampling, compile=compile,
-                               compile_verify=compile_verify, warpers=warpers)
+                               compile_verify=compile_verify, warpers=warpers,
+                               cross_attention_window=cross_attention_window)
 
     try:
         decoder = build()
@@ -163,6 +164,7 @@ def longspec_generate(
     longspec_tree_widths=None,
     longspec_max_nodes=None,
     longspec_lookup_tokens: int | None = None,
+    longspec_cross_attention_window: int | None = None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
     longspec_compile: bool | None = None,
@@ -179,6 +181,10 @@ def longspec_generate(
         else, greedy, the draft config's ``lookup_tokens`` cut to the node budget the tree leaves, and,
         sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
         cost more than they gained on the H200).
+    longspec_cross_attention_window: W > 0: the draft's cross-attention reads the target cache's
+        ``num_anchor_tokens`` first entries and its newest W (as it trained on W-token sequences); 0: every
+        committed entry (the method). None (the default): the generation config's, else the draft config's
+        ``cross_attention_window``. Proposals change, the output does not.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -219,10 +225,11 @@ def longspec_generate(
     else:  # the default: the draft config's for greedy (what the node budget leaves), none sampled
         lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample)
     layout = layout.with_lookup(lookup_tokens)
+    window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
 
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
-    stats = LongSpecStats(prompt_tokens=input_ids.shape[1])
+    stats = LongSpecStats(prompt_tokens=input_ids.shape[1], cross_attention_window=window)
     draft.last_stats = stats
     streamer = longspec_streamer
     if streamer is not None:
@@ -239,7 +246,7 @@ def longspec_generate(
     # An empty cache (the usual call): the prompt is prefilled straight into the decoder's preallocated
     # cache, so every row's KV exists once. A cache holding a prefix is prefilled, then copied in.
     decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
-                           do_sample, on_host, longspec_compile, input_ids, warpers) if cached == 0 else None
+                           do_sample, on_host, longspec_compile, input_ids, warpers, window) if cached == 0 else None
     export_cache = cache if (longspec_return_cache or generation_config.return_dict_in_generate) else None
     try:
         with torch.no_grad():
@@ -267,7 +274,7 @@ def longspec_generate(
             prefilled_here = decoder is not None
             if decoder is None:
                 decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
-                                       do_sample, on_host, longspec_compile, input_ids, warpers)
+                                       do_sample, on_host, longspec_compile, input_ids, warpers, window)
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
                        emitters, stats, on_host, processors, do_sample, keep_scores)
     finally:
@@ -284,7 +291,7 @@ def longspec_generate(
 
 
 def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs, do_sample, on_host, compile_option,
-                 input_ids, warpers: DeviceWarpers | None = None) -> LongSpecDecoder:
+                 input_ids, warpers: DeviceWarpers | None = None, window: int | None = None) -> LongSpecDecoder:
     capacity = bucketed_capacity(generation_config.max_length, layout)
     # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
     # same collectives, and a compile failure (eager fallback) on one rank alone would break that
@@ -295,7 +302,8 @@ def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs
     compile_verify = compile_option if compile_option is not None else \
         latency_bound(draft.target, generation_config.max_length, input_ids.shape[0])
     return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample,
-                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify), warpers)
+                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify), warpers,
+                            window)
 
 
 def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, destination) -> None:

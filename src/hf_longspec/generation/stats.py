@@ -26,6 +26,7 @@ class LongSpecStats:
     verify_compiled: bool = False  # whether its verification forward did (by default: latency-bound targets only)
     warmup_seconds: float | None = None  # first round of a new decoder, compile included (None: reused one)
     capture_seconds: float | None = None  # CUDA-graph capture time (None: no capture in this call)
+    cross_attention_window: int | None = None  # newest target entries the draft read besides its anchors (None: all)
 
     @property
     def tau(self) -> float:
@@ -52,4 +53,5 @@ class LongSpecStats:
             "verify_compiled": self.verify_compiled,
             "warmup_seconds": self.warmup_seconds,
             "capture_seconds": self.capture_seconds,
+            "cross_attention_window": self.cross_attention_window,
         }
