@@ -4,6 +4,7 @@
     ... --methods vanilla_static longspec --trees 4-16-12 4-8-8-8-8    # also LongSpec with other tree shapes
     ... --methods vanilla_static longspec --lookups 5 16               # also with prompt-lookup chains
     ... --methods vanilla_static longspec --drafts before=FOLDER       # also another draft, side by side
+    ... --methods vanilla_static longspec --windows 2048               # also with a cross-attention window
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -17,6 +18,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   (the tree shape chosen on speed, not tau alone: a smaller tree accepts less but its round is cheaper);
 - longspec_lookupK: with ``--lookups K ...``, the default tree plus a K-token prompt-lookup chain
   (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
+- longspec_windowW: with ``--windows W ...``, the shipped draft reading the target cache's anchors and its
+  newest W entries (``longspec_cross_attention_window=W``; 0: every entry); the float32 check runs each W too.
 - longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
   chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt
   (the float32 check runs the shipped draft only).
@@ -68,7 +71,7 @@ METHODS = {
 }
 SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
-VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_sampled", "longspec_draft_")  # rows of the second table
+VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_sampled", "longspec_draft_")  # rows of the second table
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -124,9 +127,10 @@ def float32_exactness(workloads, args) -> list[dict]:
         ids = torch.tensor([w.input_ids], device=DEVICE)
         target.set_attn_implementation("sdpa")
         reference = target.generate(ids, max_new_tokens=64, do_sample=False)
-        lookups = [{"longspec_lookup_tokens": k} for k in args.lookups]
+        variants = [{k: v for k, v in options.items() if k != "assistant_model"}  # the chains and windows, not trees
+                    for name, options in variant_methods(args).items() if not name.startswith("longspec_tree_")]
         for options in [{}, {"longspec_compile": False}, {"longspec_cuda_graphs": False, "longspec_compile": False},
-                        *lookups]:
+                        *variants]:
             out = target.generate(ids, assistant_model=draft, max_new_tokens=64, do_sample=False, **options)
             results.append({"prompt": w.name, "options": options, "identical": torch.equal(out, reference),
                             "tau": draft.last_stats.tau, "compiled": draft.last_stats.compiled,
@@ -135,6 +139,18 @@ def float32_exactness(workloads, args) -> list[dict]:
     del target, draft
     del_cache()
     return results
+
+
+def variant_methods(args) -> dict[str, dict]:
+    """The methods ``--lookups``, ``--windows`` and ``--trees`` add: the shipped draft with one option changed."""
+    methods = {}
+    for tokens in args.lookups:
+        methods[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
+    for window in args.windows:
+        methods[f"longspec_window{window}"] = {"assistant_model": True, "longspec_cross_attention_window": window}
+    for spec in args.trees:
+        methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
+    return methods
 
 
 def main():
@@ -152,20 +168,22 @@ def main():
                         help="other trained drafts, each a method longspec_draft_NAME beside the shipped one")
     parser.add_argument("--lookups", type=int, nargs="*", default=[],
                         help="prompt-lookup chain lengths, each a method longspec_lookupK (the default tree plus the chain)")
+    parser.add_argument("--windows", type=int, nargs="*", default=[], metavar="W",
+                        help="cross-attention windows, each a method longspec_windowW (the shipped draft reading the "
+                             "target cache's anchors and newest W entries; 0: every entry)")
     args = parser.parse_args()
+    if any(window < 0 for window in args.windows):
+        parser.error(f"--windows {args.windows}: allowed: ints >= 1 (newest entries read besides the anchors) or 0 (every entry)")
     others = [tuple(spec.split("=", 1)) for spec in args.drafts]
     for spec, pair in zip(args.drafts, others):
         if len(pair) != 2 or not pair[0] or not (Path(pair[1]) / "config.json").is_file():
             parser.error(f"--drafts {spec!r}: give NAME=FOLDER, FOLDER a saved draft (with config.json)")
     from hf_longspec.generation import loop
     # every tree shape (and draft) keeps its own compiled decoder: the pool must hold them all, or they recompile in turn
-    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(args.trees) + len(args.lookups) + len(others))
-    for tokens in args.lookups:
-        METHODS[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
-        args.methods.append(f"longspec_lookup{tokens}")
-    for spec in args.trees:
-        METHODS[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
-        args.methods.append(f"longspec_tree_{spec}")
+    variants = variant_methods(args)
+    loop.IDLE_DECODERS_KEPT = max(loop.IDLE_DECODERS_KEPT, 2 + len(variants) + len(others))
+    METHODS.update(variants)
+    args.methods.extend(variants)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 

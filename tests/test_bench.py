@@ -251,6 +251,34 @@ def test_source_digest_names_the_code_that_ran_not_the_commit(tmp_path):
     assert machine_info(torch.device("cpu"))["source_digest"] == source_digest(REPO) != before
 
 
+def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monkeypatch, capsys):
+    """benchmarks/decode_bench.py --windows W (thirty-fourth session: the window's end-to-end speed beside the whole
+    read, in one run): longspec_windowW is the shipped draft asked for longspec_cross_attention_window=W, and its
+    record's stats say that window was read; the float32 check gets each window too; a negative W is refused
+    before any model loads."""
+    import argparse
+
+    bench = load_script("benchmarks/decode_bench.py")
+    args = argparse.Namespace(lookups=[16], windows=[8, 0], trees=["2-2"])
+    variants = bench.variant_methods(args)
+    assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_tree_2-2"]
+    assert variants["longspec_window8"] == {"assistant_model": True, "longspec_cross_attention_window": 8}
+    target, draft = perturbed_pair(widths=(2, 2))
+    eager = {"longspec_cuda_graphs": False, "longspec_compile": False}
+    monkeypatch.setitem(bench.METHODS, "longspec_window8", {**variants["longspec_window8"], **eager})
+    ids = random_prompt()
+    reference = bench.run(target, {True: draft}, "vanilla_dynamic", ids, 12)["tokens"]
+    record = bench.run(target, {True: draft}, "longspec_window8", ids, 12)
+    assert record["tokens"] == reference and record["stats"]["cross_attention_window"] == 8
+    assert draft.config.cross_attention_window is None
+
+    monkeypatch.setattr("sys.argv", ["decode_bench.py", "--out", "/tmp/unused", "--windows", "2048", "-1"])
+    with pytest.raises(SystemExit) as refused:
+        bench.main()
+    assert refused.value.code == 2
+    assert "--windows [2048, -1]: allowed: ints >= 1" in capsys.readouterr().err
+
+
 def test_decode_bench_times_another_draft_as_a_method_of_its_own(monkeypatch, capsys):
     """benchmarks/decode_bench.py --drafts NAME=FOLDER (twenty-seventh session: a new shipped draft beside the
     one before it, in one run): a method's assistant_model picks its draft (True: the shipped one, a name: that
