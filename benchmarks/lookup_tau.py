@@ -19,6 +19,10 @@ differs. No model runs but the tokenizer.
 
 `--search-window W` (repeatable) lets the search see only the prompt's last W tokens (and what has been
 written since): does a longer context help the chain, or do its older matches mislead it?
+
+`--second-chain K` also replays a second candidate of K tokens (not in the library): the continuation of the
+latest earlier match, of the same or a shorter suffix, whose first token differs from the first chain's. A
+round then accepts the longer of the two matching prefixes. Does a second guess pay for K more verified nodes?
 """
 
 from __future__ import annotations
@@ -47,23 +51,53 @@ def lookup_chain(context: list[int], length: int, ngram_sizes: tuple = NGRAM_SIZ
     return tokens[0][valid[0]].tolist()
 
 
-def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, ngram_sizes: tuple = NGRAM_SIZES) -> float:
+def second_chain(context: list[int], first: list[int], length: int, ngram_sizes: tuple = NGRAM_SIZES) -> list[int]:
+    """The `length` tokens after the latest earlier match of a recurring suffix (longest suffix first, then
+    latest match first) whose first token is not ``first``'s: a second guess where the first may be wrong.
+    Repeated with its own period where it reaches the context's end, as the library's chain is."""
+    end = len(context)
+    for n in ngram_sizes:
+        if end <= n:
+            continue
+        suffix = context[end - n:]
+        for position in range(end - n - 1, -1, -1):
+            if context[position:position + n] != suffix:
+                continue
+            start = position + n
+            if first and context[start] == first[0]:
+                continue
+            period = end - start
+            return [context[start + step % period] for step in range(length)]
+    return []
+
+
+def accepted_prefix(guess: list[int], output: list[int], committed: int) -> int:
+    accepted = 0
+    while accepted < len(guess) and committed + accepted < len(output) and guess[accepted] == output[committed + accepted]:
+        accepted += 1
+    return accepted
+
+
+def lookup_tau(prompt: list[int], output: list[int], depth: int = 5, ngram_sizes: tuple = NGRAM_SIZES,
+               second: int = 0) -> float:
     """Tokens per target forward of lookup-only speculation replayed on a greedy output: the first
     token comes from the prefill; every round then accepts the lookup chain's matching prefix plus
-    the target's own next token (tau_curve.py counts the same way)."""
+    the target's own next token (tau_curve.py counts the same way). ``second`` K > 0: the longer of the
+    chain's and a second chain's (`second_chain`, K tokens) matching prefixes."""
     committed, rounds = 1, 0
     while committed < len(output):
-        guess = lookup_chain(prompt + output[:committed], depth, ngram_sizes)
-        accepted = 0
-        while accepted < len(guess) and committed + accepted < len(output) and guess[accepted] == output[committed + accepted]:
-            accepted += 1
+        context = prompt + output[:committed]
+        guess = lookup_chain(context, depth, ngram_sizes)
+        accepted = accepted_prefix(guess, output, committed)
+        if second:
+            accepted = max(accepted, accepted_prefix(second_chain(context, guess, second, ngram_sizes), output, committed))
         committed += accepted + 1
         rounds += 1
     return (len(output) - 1) / max(rounds, 1)
 
 
 def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NGRAM_SIZES,
-            search_window: int | None = None) -> str:
+            search_window: int | None = None, second: int = 0) -> str:
     """The table of lookup-alone tau beside each run's draft tau. A run that recorded its prompt's
     digest (tau_curve.py since the sixteenth session) is refused when the prompt rebuilt here differs.
     `search_window` W: the search sees only the prompt's last W tokens (None: all of it)."""
@@ -86,9 +120,10 @@ def compare(runs: list[dict], prompts: dict, depth: int, ngram_sizes: tuple = NG
                 "Allowed: a tau_curve.py JSON made from this machine's text with this code.")
         rows.append({**{k: run[k] for k in ("length", "kind", "index")}, "draft": run["tau"],
                      "lookup": lookup_tau(prompt[-search_window:] if search_window else prompt, run["tokens"],
-                                          depth, sizes)})
+                                          depth, sizes, second)})
     note = f" ({unchecked} recorded no prompt digest: rebuilt unverified)" if unchecked else ""
     window = f", searching the prompt's last {search_window} tokens" if search_window else ""
+    window += f", and a second chain of {second}" if second else ""
     lines = [f"lookup chain of {depth} tokens, n-grams {'/'.join(map(str, sizes))}{window}, {len(rows)} prompts{note}",
              "",
              "| kind | draft tau | lookup tau | prompts where lookup beats the draft | best gap (lookup - draft) |",
@@ -119,7 +154,11 @@ def main(argv=None) -> int:
     parser.add_argument("--search-window", type=int, action="append", default=None, metavar="W",
                         help="search only the prompt's last W tokens (repeatable: one table per window; "
                              "default: the whole prompt)")
+    parser.add_argument("--second-chain", type=int, action="append", default=None, metavar="K",
+                        help="also a second candidate chain of K tokens (repeatable: one table per K; 0: none)")
     args = parser.parse_args(argv)
+    if any(k < 0 for k in args.second_chain or []):
+        parser.error(f"--second-chain {args.second_chain}: each must be >= 0 (tokens of the second chain)")
     if any(window < 1 for window in args.search_window or []):
         parser.error(f"--search-window {args.search_window}: each must be >= 1 (tokens of the prompt the search sees)")
     result = json.loads(Path(args.tau_json).read_text())
@@ -127,10 +166,13 @@ def main(argv=None) -> int:
     from hf_longspec.embedded import load_tokenizer
 
     tokenizer = load_tokenizer(args.target)
-    prompts = replay_prompts(tokenizer, settings)
+    # a run joined by tau_curve.py --join keeps its first part's settings: rebuild every kind its runs name
+    kinds = list(dict.fromkeys([*settings["kinds"], *(run["kind"] for run in result["runs"])]))
+    prompts = replay_prompts(tokenizer, {**settings, "kinds": kinds})
     for sizes in args.ngram_sizes or [NGRAM_SIZES]:
         for window in args.search_window or [None]:
-            print(compare(result["runs"], prompts, args.depth, tuple(sizes), window), end="\n\n")
+            for second in args.second_chain or [0]:
+                print(compare(result["runs"], prompts, args.depth, tuple(sizes), window, second), end="\n\n")
     return 0
 
 

@@ -327,6 +327,31 @@ def test_lookup_tau_replays_prompt_lookup_on_a_greedy_output():
         lookup.compare([run], {}, 5)
 
 
+def test_lookup_tau_replays_a_second_chain_where_the_first_guesses_wrong():
+    """lookup_tau.py --second-chain K (thirty-fourth session, not in the library): the second candidate is the
+    continuation of the latest earlier match whose first token differs from the first chain's (the same suffix,
+    else a shorter one), repeated with its own period; a round keeps the longer matching prefix."""
+    lookup = load_script("benchmarks/lookup_tau.py")
+    context = [1, 2, 3, 7, 8, 1, 2, 3, 9, 1, 2, 3]
+    first = lookup.lookup_chain(context, 4)
+    assert first == [9, 1, 2, 3]  # the latest "1 2 3"
+    assert lookup.second_chain(context, first, 4) == [7, 8, 1, 2]  # the one before it, another next token
+    assert lookup.second_chain(context, [7], 2) == [9, 1]  # the latest whose next token is not 7
+    assert lookup.second_chain([4, 5, 6, 4, 5, 6, 4], [5], 3) == []  # every match continues with 5
+    assert lookup.second_chain([5, 1, 6, 2, 1], [6], 3) == []  # "2 1" does not recur, and "1" goes on with 6
+    assert lookup.second_chain([5, 1, 6, 2, 5, 1, 6, 3, 1], [6], 6) == []  # only 6 after "1"
+    assert lookup.second_chain([1, 4, 2, 1, 6, 1], [6], 5) == [4, 2, 1, 6, 1]  # period 5: the context's end
+    # the target follows the older continuation: the first chain misses at once (a round of its own token, then
+    # "2 3 7" recurs and it takes 3 more), the second takes 4 tokens in the first round
+    prompt = [1, 2, 3, 7, 8, 1, 2, 3, 9, 1, 2]
+    output = [3, 7, 8, 1, 2, 5]
+    assert lookup.lookup_tau(prompt, output, depth=4) == 5 / 2
+    assert lookup.lookup_tau(prompt, output, depth=4, second=4) == 5 / 1
+    assert "and a second chain of 4" in lookup.compare(
+        [{"length": 11, "kind": "code", "index": 0, "tau": 2.0, "tokens": output}], {(11, "code", 0): prompt}, 4,
+        second=4)
+
+
 def test_lookup_tau_replays_each_set_of_ngram_sizes_it_is_given(tmp_path, monkeypatch, capsys):
     """lookup_tau.py --ngram-sizes (repeatable): one table per set, each named by the sizes as the search
     tries them (longest first); without the option, the library's."""
