@@ -176,6 +176,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
     if args.lookup_tokens is not None:
         extra["longspec_lookup_tokens"] = args.lookup_tokens
+    if args.lookup_chains is not None:
+        extra["longspec_lookup_chains"] = args.lookup_chains
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False
     _sync(device)
@@ -377,7 +379,8 @@ def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path 
     return path
 
 
-JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "align", "dtype", "seed", "cross_attention_window")
+JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "lookup_chains", "align", "dtype", "seed",
+                 "cross_attention_window")
 
 
 def joined(paths: list[str]) -> dict:
@@ -449,6 +452,8 @@ def parse_args(argv=None):
                         help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens; "
                              "default: the draft config's lookup_tokens; 0: the draft's tree alone)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lookup-chains", type=int, default=None, metavar="C",
+                        help="prompt-lookup chains per round (longspec_lookup_chains; default 1, 2: a second guess)")
     parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                         help="the draft reads only the anchors and the newest W target entries "
                              "(config.cross_attention_window; default: the draft's config, the shipped one reads all)")

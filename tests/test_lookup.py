@@ -6,7 +6,7 @@ default and clear refusals. Sampling through the chain: tests/test_sampling.py."
 import pytest
 import torch
 
-from conftest import random_prompt, tiny_llama
+from conftest import load_script, random_prompt, tiny_llama
 from hf_longspec import LongSpecDraftModel, UnsupportedGenerationError
 from hf_longspec.corpus import long_prompt_ids
 from hf_longspec.generation.draft_tree import TreeLayout
@@ -55,7 +55,46 @@ def test_lookup_proposes_what_followed_the_latest_longest_match():
     assert short.history[0, :7].tolist() == [4, 5, 6, 4, 5, 9, -1]
 
 
+def test_a_second_chain_guesses_the_latest_match_with_another_next_token():
+    """PromptLookup(chains=2): the second chain continues the latest match (longest suffix first) whose next
+    token differs from the first chain's, repeated with its own period; none where every match agrees. The
+    replay of benchmarks/lookup_tau.py (plain Python) gives the same second chain on random contexts."""
+    lookup = load_script("benchmarks/lookup_tau.py")
+    two = PromptLookup(1, 32, 3, "cpu", chains=2)
+    # context 1 2 3 7 8 1 2 3 9 1 2 + root 3: "1 2 3" at 5 gives 9 1 2; at 0 it gave 7 8 1
+    two.start(torch.tensor([[1, 2, 3, 7, 8, 1, 2, 3, 9, 1, 2]]), [0])
+    tokens, valid = two.propose(torch.tensor([11]), torch.tensor([3]))
+    assert tokens[0].tolist() == [9, 1, 2, 7, 8, 1] and valid[0].all()
+    # every match of "4 5" and of "5" continues with 6: no second guess
+    two.start(torch.tensor([[4, 5, 6, 4, 5, 6, 4]]), [0])
+    tokens, valid = two.propose(torch.tensor([7]), torch.tensor([5]))
+    assert tokens[0, :3].tolist() == [6, 4, 5] and valid[0].tolist() == [True] * 3 + [False] * 3
+    # nothing recurs: neither chain
+    two.start(torch.tensor([[1, 2, 3]]), [0])
+    assert not two.propose(torch.tensor([3]), torch.tensor([4]))[1].any()
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        context = torch.randint(0, 4, (int(torch.randint(2, 24, (1,), generator=generator)),), generator=generator).tolist()
+        probe = PromptLookup(1, 32, 5, "cpu", chains=2)
+        probe.start(torch.tensor([context[:-1]]), [0])
+        tokens, valid = probe.propose(torch.tensor([len(context) - 1]), torch.tensor([context[-1]]))
+        first, second = tokens[0, :5][valid[0, :5]].tolist(), tokens[0, 5:][valid[0, 5:]].tolist()
+        assert first == lookup.lookup_chain(context, 5), context
+        assert second == (lookup.second_chain(context, first, 5) if first else []), context
+
+
 def test_layout_puts_the_chain_after_the_drafted_nodes():
+    two = TreeLayout.plan((2, 3, 3), None, 100).with_lookup(3, chains=2)
+    assert two.num_nodes == 1 + 8 + 6 and two.chain_offsets == (9, 12) and two.depth_of_nodes()[-6:] == [1, 2, 3] * 2
+    assert TreeLayout.plan((2, 3), None, 100).with_lookup(0, chains=2).lookup_chains == 1  # no chain, no chains
+    # each chain hangs from the root: its first node's parent is the root, and it sees only its own chain
+    from hf_longspec.generation.draft_tree import TreeBuffers, TreeDrafter
+
+    buffers = TreeBuffers.allocate(two, 1, "cpu", 100, keep_probs=False)
+    TreeDrafter(None, two, buffers).attach_lookup(torch.arange(6)[None], torch.ones(1, 6, dtype=torch.bool))
+    assert buffers.parents[0, 9:].tolist() == [0, 9, 10, 0, 12, 13]
+    assert [buffers.ancestors[0, node].nonzero().flatten().tolist() for node in (11, 12, 14)] == \
+        [[0, 9, 10, 11], [0, 12], [0, 12, 13, 14]]
     layout = TreeLayout.plan((2, 3, 3), None, 100).with_lookup(3)
     assert layout.lookup == 3 and layout.num_nodes == 1 + 8 + 3 and layout.path_length == 3 and layout.num_run == 1 + 5
     assert layout.depth_of_nodes()[-3:] == [1, 2, 3] and layout.lookup_offset == 9
@@ -198,6 +237,66 @@ def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_tu
     assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8 + 8  # asked for: kept
 
 
+def test_greedy_accept_takes_a_second_chain_only_where_it_accepts_more():
+    """Two chains of 2 from the root beside a depth-1 tree (nodes: root 0, draft 1-2, chain 3-4, chain 5-6):
+    the round keeps the second chain's path where only it holds the target's tokens, and the first chain's
+    where both hold them (the earlier chain on a tie)."""
+    from hf_longspec.generation.acceptance import greedy_accept
+    from hf_longspec.generation.draft_tree import TreeBuffers
+
+    layout = TreeLayout((2,), lookup=2, lookup_chains=2)
+    tree = TreeBuffers.allocate(layout, 1, "cpu", 10, keep_probs=False)
+    tree.parents[0] = torch.tensor([0, 0, 0, 0, 3, 0, 5])
+    tree.valid[0] = True
+
+    def accept(tokens, argmax):
+        tree.tokens[0] = torch.tensor(tokens)
+        logits = torch.zeros(1, layout.num_nodes, 10)
+        logits[0, torch.arange(layout.num_nodes), torch.tensor(argmax)] = 1.0
+        paths = greedy_accept(layout, tree, logits)
+        count = int(paths.accepted[0])
+        return paths.path_nodes[0, :count].tolist(), paths.emitted[0, :count].tolist(), bool(paths.lookup[0])
+
+    # the target writes 5 6, then 8: only the second chain holds it
+    assert accept([9, 1, 2, 3, 4, 5, 6], [5, 0, 0, 0, 0, 6, 8]) == ([0, 5, 6], [5, 6, 8], True)
+    # both chains hold 3 4: the first chain's nodes
+    assert accept([9, 1, 2, 3, 4, 3, 4], [3, 0, 0, 4, 7, 4, 7]) == ([0, 3, 4], [3, 4, 7], True)
+    # the second chain holds one token, the draft's child too: the draft's on a tie
+    assert accept([9, 5, 2, 3, 4, 5, 6], [5, 2, 0, 0, 0, 1, 0]) == ([0, 1], [5, 2], False)
+
+
+@pytest.mark.parametrize(("mode", "cache_implementation"), [
+    ("hybrid", None), ("masked", None), ("hybrid", "static")])
+def test_greedy_with_two_lookup_chains_matches_vanilla(mode, cache_implementation):
+    """longspec_lookup_chains=2 (a second guess beside the chain): the output is vanilla's, and the round
+    verifies both chains (more nodes than with one)."""
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    kwargs = dict(max_new_tokens=40, do_sample=False, cache_implementation=cache_implementation)
+    reference = target.generate(ids, **kwargs)
+    options = dict(longspec_lookup_tokens=3, longspec_verify_attention=mode, **kwargs)
+    target.generate(ids, assistant_model=draft, **options)
+    one = draft.last_stats.drafted_nodes // draft.last_stats.rounds
+    assert torch.equal(target.generate(ids, assistant_model=draft, longspec_lookup_chains=2, **options), reference)
+    assert draft.last_stats.lookup_commits > 0 and draft.last_stats.drafted_nodes // draft.last_stats.rounds == one + 3
+
+
+def test_two_lookup_chains_are_refused_by_name_unless_greedy_and_one_or_two():
+    from transformers import GenerationConfig
+
+    target, draft = perturbed_pair((2, 3, 3))
+    ids = _repeating_prompt()
+    for bad in (0, 3, True, "2", 1.0):
+        with pytest.raises(UnsupportedGenerationError, match=r"^longspec_lookup_chains=.*; allowed: an int from 1 to 2"):
+            target.generate(ids, assistant_model=draft, max_new_tokens=4, longspec_lookup_tokens=3, longspec_lookup_chains=bad)
+    with pytest.raises(UnsupportedGenerationError, match=r"^generation_config.longspec_lookup_chains=5"):
+        target.generate(ids, assistant_model=draft, generation_config=GenerationConfig(max_new_tokens=4, longspec_lookup_chains=5))
+    with pytest.raises(UnsupportedGenerationError, match=r"longspec_lookup_chains=2 with do_sample=True; allowed: 1 when sampling"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True, longspec_lookup_tokens=3,
+                        longspec_lookup_chains=2)
+    assert draft.last_stats is None and not draft.__dict__.get("_longspec_decoders")
+
+
 def test_the_host_walk_keeps_the_longer_of_the_drafts_and_the_chains_paths():
     """Root -> draft children 1 (token 3), 2 (token 4); the chain 3 (token 3) -> 4 (token 5). The
     target's argmax is 3 at the root: both node 1 and node 3 hold it; the longer path wins, the
@@ -219,18 +318,19 @@ def test_the_host_walk_keeps_the_longer_of_the_drafts_and_the_chains_paths():
     assert path.accepted_nodes == [0, 1] and path.tokens == [3, 6]
 
 
-def test_host_walked_greedy_rounds_keep_the_chain_with_processors_and_returned_scores():
+@pytest.mark.parametrize("chains", [1, 2])
+def test_host_walked_greedy_rounds_keep_the_chain_with_processors_and_returned_scores(chains):
     """Processors and returned scores walk the tree on the host: the chain is walked there too (the
-    longer of the draft's and the chain's paths), with vanilla's tokens, scores and logits."""
+    longer of the draft's and the chain's paths), with vanilla's tokens, scores and logits; two chains too."""
     target, draft = perturbed_pair((2, 3, 3))
     ids = _repeating_prompt()
     kwargs = dict(max_new_tokens=36, do_sample=False, no_repeat_ngram_size=6)
-    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, longspec_lookup_chains=chains, **kwargs)
     assert torch.equal(out, target.generate(ids, **kwargs)) and draft.last_stats.lookup_commits > 0
     kwargs = dict(max_new_tokens=30, do_sample=False, return_dict_in_generate=True, output_scores=True,
                   output_logits=True)
     reference = target.generate(ids, **kwargs)
-    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, **kwargs)
+    out = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=6, longspec_lookup_chains=chains, **kwargs)
     assert torch.equal(out.sequences, reference.sequences) and draft.last_stats.lookup_commits > 0
     longest = max(n for n, count in draft.last_stats.accepted_lengths.items() if count)
     assert longest > 3 + 1  # a host-walked path longer than the draft's tree

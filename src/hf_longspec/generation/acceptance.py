@@ -4,7 +4,8 @@ Greedy (``greedy_accept``, device only): a node is accepted when its parent is a
 token is the target's argmax at the parent; the accepted nodes form one path from the root, and
 the target's argmax at the path's last node is the bonus token. Vectorised over the tree, one
 depth at a time: no host sync, so it runs inside the round's CUDA graph. A lookup chain
-(``TreeLayout.lookup``) is a second candidate path; the longer accepted path wins, the draft's on a tie.
+(``TreeLayout.lookup``) is a second candidate path (with ``lookup_chains`` > 1, one per chain); the longest
+accepted path wins, the draft's on a tie, then the earlier chain's.
 
 Sampling with row-wise warpers only runs on the device instead (sampled_accept.py: the same law and
 walk order). With other logits processors or returned scores (``PathVerifier``, on the host): walk from the
@@ -66,15 +67,16 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
         path[:, depth] = offsets[depth] + ok.int().argmax(dim=1)
         count += ok.any(dim=1)
     use_lookup = None
-    if layout.lookup:
-        chain = slice(layout.lookup_offset, layout.num_nodes)
+    for first in layout.chain_offsets:  # each lookup chain; a later one only where it accepts more
+        chain = slice(first, first + layout.lookup)
         ok = (tree.tokens[:, chain] == best.gather(1, tree.parents[:, chain])) & tree.valid[:, chain]
         chain_count = 1 + ok.long().cumprod(dim=1).sum(dim=1)  # a chain node needs every one before it
-        use_lookup = chain_count > count
+        longer = chain_count > count
+        use_lookup = longer if use_lookup is None else use_lookup | longer
         chain_path = torch.zeros_like(path)
         chain_path[:, 1 : layout.lookup + 1] = torch.arange(chain.start, chain.stop, device=best.device)
-        path = torch.where(use_lookup[:, None], chain_path, path)
-        count = torch.where(use_lookup, chain_count, count)
+        path = torch.where(longer[:, None], chain_path, path)
+        count = torch.where(longer, chain_count, count)
     last = path.gather(1, (count - 1)[:, None])
     bonus = best.gather(1, last)
     emitted = torch.cat([tree.tokens.gather(1, path[:, 1:]), bonus], dim=1)

@@ -8,7 +8,7 @@ from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
 from ..tree_options import check_tree_options
 from .decoder import VERIFY_MODES
-from .lookup import MAX_LOOKUP_TOKENS, is_lookup_length
+from .lookup import MAX_LOOKUP_CHAINS, MAX_LOOKUP_TOKENS, is_lookup_length
 
 
 # set by TreeKVCache.export_to on a cache it fills: the rows whose tail holds no K/V (stopped early)
@@ -21,6 +21,23 @@ def check_lookup(tokens) -> None:
         raise UnsupportedGenerationError(
             f"longspec_lookup_tokens={tokens!r}; allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
             "(0: no prompt-lookup chain).")
+
+
+def lookup_chains_for(generation_config, requested, sampled: bool) -> int:
+    """``longspec_lookup_chains`` (else the generation config's, else 1): how many prompt-lookup chains a round
+    verifies, 1 or 2. Sampled rounds try one chain's token against the residual; two are refused there."""
+    name = "longspec_lookup_chains"
+    if requested is None and getattr(generation_config, name, None) is not None:
+        requested, name = generation_config.longspec_lookup_chains, f"generation_config.{name}"
+    if requested is None:
+        return 1
+    if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= MAX_LOOKUP_CHAINS:
+        raise UnsupportedGenerationError(f"{name}={requested!r}; allowed: an int from 1 to {MAX_LOOKUP_CHAINS} "
+                                         "(prompt-lookup chains per round).")
+    if sampled and requested > 1:
+        raise UnsupportedGenerationError(f"{name}={requested} with do_sample=True; allowed: 1 when sampling "
+                                         "(two chains are verified for greedy decoding only).")
+    return requested
 
 
 def cross_attention_window_for(draft, generation_config, requested) -> int | None:

@@ -80,7 +80,8 @@ class LongSpecDecoder:
         self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
         self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
         # the lookup chain's committed-token history (None without a chain: nothing changes then)
-        self.lookup = PromptLookup(batch_size, capacity, layout.lookup, self.device) if layout.lookup else None
+        self.lookup = PromptLookup(batch_size, capacity, layout.lookup, self.device, chains=layout.lookup_chains) \
+            if layout.lookup else None
         # packed result of a round, per row: [accepted, non_chain + 2 * lookup taken, emitted tokens (P+1)]
         self.result = torch.zeros(batch_size, layout.path_length + 3, dtype=torch.long, device=self.device)
         self._cache_kwargs = {cache_argument_name(target): self.cache, "use_cache": True}

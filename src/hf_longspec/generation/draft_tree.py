@@ -11,7 +11,8 @@ whose draft probability is 0 (a token the logits processors forbid) is kept in i
 invalid: it is never accepted, and neither are its descendants.
 
 A layout with ``lookup`` K > 0 adds K nodes after the draft's, one chain from the root holding the
-prompt-lookup tokens (lookup.py); the draft never runs them.
+prompt-lookup tokens (lookup.py); the draft never runs them. ``lookup_chains`` C > 1 hangs C such chains
+from the root, one after the other (the latest match's continuation, then older guesses).
 
 Sampling keeps this shape and stays lossless: how many children each node gets is fixed from the
 deterministic top-k ranking *before* its children are drawn, and the children are then drawn
@@ -34,6 +35,7 @@ class TreeLayout:
 
     widths: tuple[int, ...]
     lookup: int = 0
+    lookup_chains: int = 1  # chains of ``lookup`` nodes each (when lookup > 0)
 
     @classmethod
     def plan(cls, widths, max_nodes: int | None, vocab_size: int) -> "TreeLayout":
@@ -54,17 +56,22 @@ class TreeLayout:
 
     @property
     def num_nodes(self) -> int:
-        return 1 + sum(self.widths) + self.lookup
+        return 1 + sum(self.widths) + self.lookup * self.lookup_chains
 
     @property
     def lookup_offset(self) -> int:
         """Node id of the lookup chain's first node."""
         return 1 + sum(self.widths)
 
-    def with_lookup(self, tokens: int) -> "TreeLayout":
-        """This tree plus a lookup chain of ``tokens`` nodes. The chain may reach deeper than the
+    def with_lookup(self, tokens: int, chains: int = 1) -> "TreeLayout":
+        """This tree plus ``chains`` lookup chains of ``tokens`` nodes. A chain may reach deeper than the
         draft: a copied passage is often accepted whole, where the draft's acceptance decays."""
-        return TreeLayout(self.widths, int(tokens))
+        return TreeLayout(self.widths, int(tokens), int(chains) if tokens else 1)
+
+    @property
+    def chain_offsets(self) -> tuple[int, ...]:
+        """Node id of each lookup chain's first node."""
+        return tuple(self.lookup_offset + chain * self.lookup for chain in range(self.lookup_chains if self.lookup else 0))
 
     @property
     def path_length(self) -> int:
@@ -87,7 +94,7 @@ class TreeLayout:
 
     def depth_of_nodes(self) -> list[int]:
         return [0] + [d + 1 for d, width in enumerate(self.widths) for _ in range(width)] + \
-            list(range(1, self.lookup + 1))
+            list(range(1, self.lookup + 1)) * self.lookup_chains
 
 
 @dataclass
@@ -165,13 +172,16 @@ class TreeDrafter:
         self.do_sample = do_sample
         device = buffers.tokens.device
         self._eye = torch.eye(layout.num_nodes, dtype=torch.bool, device=device)
-        if layout.lookup:  # the chain's fixed parents and ancestors: root, then each earlier chain node
-            chain = torch.arange(layout.lookup_offset, layout.num_nodes, device=device)
-            self._chain_parents = torch.cat([chain.new_zeros(1), chain[:-1]])[None]
-            ancestors = torch.zeros(layout.lookup, layout.num_nodes, dtype=torch.bool, device=device)
+        if layout.lookup:  # the chains' fixed parents and ancestors: root, then each earlier node of its chain
+            k = layout.lookup
+            parents, ancestors = [], torch.zeros(k * layout.lookup_chains, layout.num_nodes, dtype=torch.bool,
+                                                 device=device)
             ancestors[:, 0] = True
-            ancestors[:, layout.lookup_offset:] = torch.ones(layout.lookup, layout.lookup, dtype=torch.bool,
-                                                             device=device).tril()
+            for c, first in enumerate(layout.chain_offsets):
+                chain = torch.arange(first, first + k, device=device)
+                parents.append(torch.cat([chain.new_zeros(1), chain[:-1]]))
+                ancestors[c * k : (c + 1) * k, first : first + k] = torch.ones(k, k, dtype=torch.bool, device=device).tril()
+            self._chain_parents = torch.cat(parents)[None]
             self._chain_ancestors = ancestors[None]
 
     @torch.no_grad()
@@ -220,7 +230,7 @@ class TreeDrafter:
             tree.path_tokens[:, new] = paths
 
     def attach_lookup(self, tokens: torch.Tensor, valid: torch.Tensor) -> None:
-        """Write the (B, K) lookup chain into its nodes (after ``build``); invalid ones are never accepted."""
+        """Write the (B, C * K) lookup chains into their nodes (after ``build``); invalid ones are never accepted."""
         tree, chain = self.buffers, slice(self.layout.lookup_offset, self.layout.num_nodes)
         tree.tokens[:, chain] = tokens
         tree.parents[:, chain] = self._chain_parents

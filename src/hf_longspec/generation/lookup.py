@@ -18,6 +18,7 @@ import torch
 
 NGRAM_SIZES = (3, 2, 1)  # the longest recurring suffix wins
 MAX_LOOKUP_TOKENS = 32  # every chain node is verified each round, accepted or not
+MAX_LOOKUP_CHAINS = 2  # the latest match's continuation, and the latest that guesses another next token
 # what a draft trained by `hf-longspec train` sets in its config, as the shipped draft does: the chain that made the
 # shipped decoder 2.4x the tree alone in tau (docs/training.md); the config class keeps 0 for drafts built by hand
 TRAINED_DRAFT_LOOKUP_TOKENS = 32
@@ -40,8 +41,10 @@ def search_order(ngram_sizes) -> tuple[int, ...]:
 class PromptLookup:
     """Each row's committed token ids (prompt, then accepted tokens) and the lookup over them."""
 
-    def __init__(self, batch_size: int, capacity: int, length: int, device, ngram_sizes: tuple = NGRAM_SIZES):
+    def __init__(self, batch_size: int, capacity: int, length: int, device, ngram_sizes: tuple = NGRAM_SIZES,
+                 chains: int = 1):
         self.length = length  # tokens per chain
+        self.chains = chains  # 2: also the latest match whose next token differs from the first chain's
         self.ngram_sizes = search_order(ngram_sizes)
         self.history = torch.full((batch_size, capacity + 1), -1, dtype=torch.long, device=device)
         self._steps = torch.arange(length, device=device)[None]
@@ -61,30 +64,50 @@ class PromptLookup:
         self.history.scatter_(1, slots, kept)
 
     def propose(self, lengths: torch.Tensor, roots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, K) tokens and their validity: the continuation of the latest earlier match of the
+        """(B, C * K) tokens and their validity: the continuation of the latest earlier match of the
         context's longest recurring suffix (the context is the committed tokens, then the root),
-        repeated periodically where it reaches the context's end."""
+        repeated periodically where it reaches the context's end. With two chains the second is the
+        continuation of the latest match (longest suffix first) whose next token differs from the first's."""
         history, slots = self.history, self._slots
         history.scatter_(1, lengths[:, None], roots[:, None])
         end = lengths + 1  # context tokens per row
         batch, width = history.shape
-        start = torch.full((batch,), -1, dtype=torch.long, device=history.device)
-        # shifted[i][:, p] = history[:, p + i]: one shifted copy per offset, shared by every n-gram size
+        # shifted[i][:, p] = history[:, p + i]: one shifted copy per offset, shared by every n-gram size (a
+        # second chain also reads the token after each match: one offset more)
         shifted = [history] + [torch.cat([history[:, i:], history.new_full((batch, i), -1)], dim=1)
-                               for i in range(1, max(self.ngram_sizes))]
+                               for i in range(1, max(self.ngram_sizes) + (self.chains > 1))]
+        matches = []  # per n-gram size, longest first: (B, width) where the suffix recurs
         for n in self.ngram_sizes:
             suffix = history.gather(1, (end[:, None] - n + torch.arange(n, device=history.device)[None]).clamp(min=0))
-            match = slots < (end - n)[:, None]  # a match must lie before the suffix itself
+            match = (slots < (end - n)[:, None]) & (end > n)[:, None]  # a match must lie before the suffix itself
             for i in range(n):
                 match &= shifted[i] == suffix[:, i : i + 1]
-            latest = torch.where(match, slots, -1).amax(dim=1)
-            start = torch.where((start < 0) & (latest >= 0) & (end > n), latest + n, start)
-        # The text after the match is assumed to repeat what followed the earlier occurrence; where that
-        # reaches the context's end, the repeat continues with its own start (period end - start): a
-        # run or a loop of the target's continues past what has been written so far.
+            matches.append((n, match))
+        start = self._latest_start(matches, lambda n, match: match)
+        chains = [self._chain(start, end)]
+        if self.chains > 1:
+            first = history.gather(1, start.clamp(min=0)[:, None])  # the first chain's first token
+            other = self._latest_start(matches, lambda n, match: match & (shifted[n] != first))
+            chains.append(self._chain(torch.where(start >= 0, other, -1), end))
+        tokens, valid = (torch.cat(parts, dim=1) for parts in zip(*chains))
+        return tokens, valid
+
+    def _latest_start(self, matches, keep) -> torch.Tensor:
+        """(B,) where the continuation starts after the latest kept match of the longest suffix that has one (-1: none)."""
+        start = torch.full(matches[0][1].shape[:1], -1, dtype=torch.long, device=self.history.device)
+        for n, match in matches:
+            latest = torch.where(keep(n, match), self._slots, -1).amax(dim=1)
+            start = torch.where((start < 0) & (latest >= 0), latest + n, start)
+        return start
+
+    def _chain(self, start: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, K) tokens from ``start`` on and their validity. The text after the match is assumed to repeat
+        what followed the earlier occurrence; where that reaches the context's end, the repeat continues
+        with its own start (period end - start): a run or a loop of the target's goes on past what has
+        been written so far."""
         found = start >= 0
         period = torch.where(found, end - start, 1)
         chain = start[:, None] + self._steps % period[:, None]
         valid = found[:, None].expand_as(chain)
-        tokens = history.gather(1, chain.clamp(0, width - 1))
+        tokens = self.history.gather(1, chain.clamp(0, self.history.shape[1] - 1))
         return torch.where(valid, tokens, 0), valid  # an invalid node still needs a real token id to embed

@@ -16,7 +16,7 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import check_lookup, check_request, cross_attention_window_for
+from .checks import check_lookup, check_request, cross_attention_window_for, lookup_chains_for
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
@@ -164,6 +164,7 @@ def longspec_generate(
     longspec_tree_widths=None,
     longspec_max_nodes=None,
     longspec_lookup_tokens: int | None = None,
+    longspec_lookup_chains: int | None = None,
     longspec_cross_attention_window: int | None = None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
@@ -181,6 +182,8 @@ def longspec_generate(
         else, greedy, the draft config's ``lookup_tokens`` cut to the node budget the tree leaves, and,
         sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
         cost more than they gained on the H200).
+    longspec_lookup_chains: 2 verifies a second chain of the same length beside the first (greedy only): the
+        continuation of the latest match whose next token differs from the first chain's. Default 1.
     longspec_cross_attention_window: W > 0: the draft's cross-attention reads the target cache's
         ``num_anchor_tokens`` first entries and its newest W (as it trained on W-token sequences); 0: every
         committed entry (the method). None (the default): the generation config's, else the draft config's
@@ -224,7 +227,7 @@ def longspec_generate(
         check_lookup(lookup_tokens)
     else:  # the default: the draft config's for greedy (what the node budget leaves), none sampled
         lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample)
-    layout = layout.with_lookup(lookup_tokens)
+    layout = layout.with_lookup(lookup_tokens, lookup_chains_for(generation_config, longspec_lookup_chains, do_sample))
     window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
 
     cache = cache_from_model_kwargs(model_kwargs)
