@@ -5,6 +5,7 @@
     ... --methods vanilla_static longspec --lookups 5 16               # also with prompt-lookup chains
     ... --methods vanilla_static longspec --drafts before=FOLDER       # also another draft, side by side
     ... --methods vanilla_static longspec --windows 2048               # also with a cross-attention window
+    ... --methods vanilla_static longspec --chains 2                   # also with a second prompt-lookup chain
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -20,6 +21,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   (``longspec_lookup_tokens=K``); the float32 check then runs each K too.
 - longspec_windowW: with ``--windows W ...``, the shipped draft reading the target cache's anchors and its
   newest W entries (``longspec_cross_attention_window=W``; 0: every entry); the float32 check runs each W too.
+- longspec_chainsC: with ``--chains C ...``, the shipped decoder verifying C prompt-lookup chains
+  (``longspec_lookup_chains=C``); the float32 check runs each C too.
 - longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
   chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt
   (the float32 check runs the shipped draft only).
@@ -71,7 +74,8 @@ METHODS = {
 }
 SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
-VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_sampled", "longspec_draft_")  # rows of the second table
+VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_chains", "longspec_sampled",
+            "longspec_draft_")  # rows of the second table
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -142,12 +146,15 @@ def float32_exactness(workloads, args) -> list[dict]:
 
 
 def variant_methods(args) -> dict[str, dict]:
-    """The methods ``--lookups``, ``--windows`` and ``--trees`` add: the shipped draft with one option changed."""
+    """The methods ``--lookups``, ``--windows``, ``--chains`` and ``--trees`` add: the shipped draft with one
+    option changed."""
     methods = {}
     for tokens in args.lookups:
         methods[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
     for window in args.windows:
         methods[f"longspec_window{window}"] = {"assistant_model": True, "longspec_cross_attention_window": window}
+    for chains in args.chains:
+        methods[f"longspec_chains{chains}"] = {"assistant_model": True, "longspec_lookup_chains": chains}
     for spec in args.trees:
         methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
     return methods
@@ -171,6 +178,8 @@ def main():
     parser.add_argument("--windows", type=int, nargs="*", default=[], metavar="W",
                         help="cross-attention windows, each a method longspec_windowW (the shipped draft reading the "
                              "target cache's anchors and newest W entries; 0: every entry)")
+    parser.add_argument("--chains", type=int, nargs="*", default=[], metavar="C",
+                        help="prompt-lookup chains per round, each a method longspec_chainsC (longspec_lookup_chains)")
     args = parser.parse_args()
     if any(window < 0 for window in args.windows):
         parser.error(f"--windows {args.windows}: allowed: ints >= 1 (newest entries read besides the anchors) or 0 (every entry)")

@@ -259,9 +259,11 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     import argparse
 
     bench = load_script("benchmarks/decode_bench.py")
-    args = argparse.Namespace(lookups=[16], windows=[8, 0], trees=["2-2"])
+    args = argparse.Namespace(lookups=[16], windows=[8, 0], chains=[2], trees=["2-2"])
     variants = bench.variant_methods(args)
-    assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_tree_2-2"]
+    assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_chains2",
+                              "longspec_tree_2-2"]
+    assert variants["longspec_chains2"] == {"assistant_model": True, "longspec_lookup_chains": 2}
     assert variants["longspec_window8"] == {"assistant_model": True, "longspec_cross_attention_window": 8}
     target, draft = perturbed_pair(widths=(2, 2))
     eager = {"longspec_cuda_graphs": False, "longspec_compile": False}
