@@ -23,12 +23,17 @@ def check_lookup(tokens) -> None:
             "(0: no prompt-lookup chain).")
 
 
+def asked(generation_config, name: str, requested):
+    """(value, where it came from): the call's ``name`` option, else the generation config's (None: neither)."""
+    if requested is None and getattr(generation_config, name, None) is not None:
+        return getattr(generation_config, name), f"generation_config.{name}"
+    return requested, name
+
+
 def lookup_chains_for(generation_config, requested, sampled: bool) -> int:
     """``longspec_lookup_chains`` (else the generation config's, else 1): how many prompt-lookup chains a round
     verifies, 1 or 2. Sampled rounds try one chain's token against the residual; two are refused there."""
-    name = "longspec_lookup_chains"
-    if requested is None and getattr(generation_config, name, None) is not None:
-        requested, name = generation_config.longspec_lookup_chains, f"generation_config.{name}"
+    requested, name = asked(generation_config, "longspec_lookup_chains", requested)
     if requested is None:
         return 1
     if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= MAX_LOOKUP_CHAINS:
@@ -44,9 +49,7 @@ def cross_attention_window_for(draft, generation_config, requested) -> int | Non
     """The window a call's draft reads: None (every committed target entry) or W (the anchors and the newest
     W), from ``longspec_cross_attention_window`` (0: every entry), else the generation config's, else the
     draft config's ``cross_attention_window``. Refused unless an int >= 0."""
-    name = "longspec_cross_attention_window"
-    if requested is None and getattr(generation_config, name, None) is not None:
-        requested, name = generation_config.longspec_cross_attention_window, f"generation_config.{name}"
+    requested, name = asked(generation_config, "longspec_cross_attention_window", requested)
     smallest = 0
     if requested is None:  # the config's own rule: None or a positive int
         requested, name, smallest = draft.config.cross_attention_window, "the draft config's cross_attention_window", 1

@@ -16,7 +16,7 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import check_lookup, check_request, cross_attention_window_for, lookup_chains_for
+from .checks import asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .stats import LongSpecStats
@@ -221,8 +221,7 @@ def longspec_generate(
     # does; other processors and returned scores walk the tree on the host
     warpers = DeviceWarpers.from_processors(processors) if do_sample and not keep_scores else None
     on_host = warpers is None and (do_sample or processors is not None or keep_scores)
-    lookup_tokens = longspec_lookup_tokens if longspec_lookup_tokens is not None else \
-        getattr(generation_config, "longspec_lookup_tokens", None)
+    lookup_tokens, _ = asked(generation_config, "longspec_lookup_tokens", longspec_lookup_tokens)
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
     else:  # the default: the draft config's for greedy (what the node budget leaves), none sampled
