@@ -36,6 +36,14 @@ DEFAULT_TREE_WIDTHS = (4, 16, 16, 16, 16)
 DEFAULT_TREE_LADDER = ((2, 6, 8, 8, 7), (2, 4, 4, 3, 2), (2, 2, 2, 1))
 
 
+def check_cross_attention_window(window) -> None:
+    """A config's ``cross_attention_window``: None or a positive int. Checked when the config is built and again
+    when the draft reads it (a value set on a built config)."""
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"cross_attention_window must be None (read every target entry) or a positive int (the "
+                         f"newest entries read besides the num_anchor_tokens first ones), got {window!r}")
+
+
 class LongSpecDraftConfig(PretrainedConfig):
     """Config of a one-layer LongSpec draft.
 
@@ -205,10 +213,7 @@ class LongSpecDraftConfig(PretrainedConfig):
                              "entry is read from one layer); allowed: one of the two")
         if self.num_anchor_tokens < 0:
             raise ValueError(f"num_anchor_tokens must be >= 0, got {self.num_anchor_tokens}")
-        window = self.cross_attention_window
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-            raise ValueError(f"cross_attention_window must be None (read every target entry) or a positive int (the "
-                             f"newest entries read besides the num_anchor_tokens first ones), got {window!r}")
+        check_cross_attention_window(self.cross_attention_window)
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):

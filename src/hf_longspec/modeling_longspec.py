@@ -24,7 +24,7 @@ from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import CausalLMOutput
 
-from .configuration_longspec import TARGET_MATCHED_FIELDS, LongSpecDraftConfig
+from .configuration_longspec import TARGET_MATCHED_FIELDS, LongSpecDraftConfig, check_cross_attention_window
 from .draft_state import DraftRingBuffer, DraftStepContext
 from .errors import DraftNotRoutedError, IncompatibleDraftError, UnboundDraftError, UnsupportedTargetError
 from .target_support import check_supported_target
@@ -232,12 +232,8 @@ class LongSpecCrossAttention(nn.Module):
         """(anchors, newest entries) the queries read, or None: all of them. ``setting``: a window W, None (all),
         or "config": the config's cross_attention_window, read now."""
         window = self.config.cross_attention_window if setting == "config" else setting
-        if window is None:
-            return None
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:  # set on the config after it was built
-            raise ValueError(f"cross_attention_window must be None (read every target entry) or a positive int (the "
-                             f"newest entries read besides the num_anchor_tokens first ones), got {window!r}")
-        return self.config.num_anchor_tokens, window
+        check_cross_attention_window(window)  # set on the config after it was built
+        return None if window is None else (self.config.num_anchor_tokens, window)
 
     def scale_by_length(self, query: torch.Tensor, keys_read: torch.Tensor,
                         heads: tuple[int, int] | None = None) -> torch.Tensor:
