@@ -15,6 +15,8 @@ Prompts come from the corpus eval split only (never trained on), at exactly each
 - `end` (the default): every length ends where the longest prompt ends; a shorter prompt is the
   longest one's last tokens (a chat prompt keeps its template and cuts its document from the front).
   All lengths then continue the same text, so a change of tau with length is the context's doing.
+  `--suffix-of L` cuts them from L-token prompts instead, so that a run of the short lengths alone pairs
+  with a run that had L (compare_tau.py refuses runs whose prompts differ).
 - `start`: each length is cut from the start of the same stream (the form before the ninth session),
   so each length ends in, and continues, a different document.
 Acceptance per depth comes from the histogram of tokens per round: reach[d] = share of rounds whose
@@ -92,12 +94,13 @@ def suffix_prompt(prompt: dict, length: int) -> dict:
     return {**prompt, "length": length, "input_ids": ids}
 
 
-def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: str) -> list[dict]:
+def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: str,
+                 suffix_of: int | None = None) -> list[dict]:
     """Prompts of kind `name` from one text file. With align "end" each index i has one prompt of the
     longest length (the caller cuts the others from it); its ending steps back from the file's end, evenly,
     to the earliest point the longest prompt fits. With "start" each length starts at the same points."""
     ids = tokenizer.encode(Path(path).read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)
-    longest = max(lengths)
+    longest = max(*lengths, suffix_of or 0)
     if len(ids) < longest:
         raise ValueError(f"--text-file {name}={path} has {len(ids)} tokens; allowed: a file of at least the longest "
                          f"length, {longest}")
@@ -110,18 +113,23 @@ def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: 
 
 
 def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None,
-                  align: str = "end", text_files: dict | None = None) -> list[dict]:
+                  align: str = "end", text_files: dict | None = None, suffix_of: int | None = None) -> list[dict]:
     """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
     benchmark workloads, chat from `chat_parts`. With ``skipped`` (a dict), a corpus kind this machine
     has too little eval text of is left out and its reason recorded there (a GPU machine without
     translated man pages has ~1.4k tokens of multilingual text), instead of failing every kind.
     ``align="end"``: the longest prompt of each (kind, index) is built and the others are its
     suffixes (`suffix_prompt`); ``"start"``: each length is built on its own. ``text_files`` (NAME ->
-    path): kinds cut from local files (`file_prompts`), run after ``kinds``."""
+    path): kinds cut from local files (`file_prompts`), run after ``kinds``. ``suffix_of`` (align "end"): the
+    longest prompt built is this long even when no length asks for it, so a run of the shorter lengths alone
+    measures the same text as a run that has this length too (compare_tau.py pairs them)."""
     text_files = text_files or {}
     if align not in ("end", "start"):
         raise ValueError(f"align must be 'end' or 'start', got {align!r}")
-    built = [max(lengths)] if align == "end" else list(lengths)
+    if suffix_of is not None and (align != "end" or suffix_of < max(lengths)):
+        raise ValueError(f"suffix_of={suffix_of} with align={align!r} and lengths {sorted(lengths)}; allowed: align "
+                         "'end' and a length at least the longest one asked for")
+    built = [max(*lengths, suffix_of or 0)] if align == "end" else list(lengths)
     found = []
     for kind in [k for k in kinds if k != "chat"]:
         try:
@@ -141,7 +149,7 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
                 found.append({"length": length, "kind": "chat", "index": index, "source": source,
                               "input_ids": head + document + tail, "head": len(head), "tail": len(tail)})
     for name, path in text_files.items():
-        found += file_prompts(tokenizer, name, path, lengths, prompts, align)
+        found += file_prompts(tokenizer, name, path, lengths, prompts, align, suffix_of)
     if align == "end":
         found = [suffix_prompt(prompt, length) for prompt in found for length in lengths]
     found = [{k: v for k, v in prompt.items() if k not in ("head", "tail")} for prompt in found]  # cut, not run
@@ -178,6 +186,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
         extra["longspec_lookup_tokens"] = args.lookup_tokens
     if args.lookup_chains is not None:
         extra["longspec_lookup_chains"] = args.lookup_chains
+    if args.cross_attention_window is not None:  # per call: 0 (every entry) is allowed there, not in a config
+        extra["longspec_cross_attention_window"] = args.cross_attention_window
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False
     _sync(device)
@@ -456,14 +466,21 @@ def parse_args(argv=None):
                         help="prompt-lookup chains per round (longspec_lookup_chains; default 1, 2: a second guess)")
     parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                         help="the draft reads only the anchors and the newest W target entries "
-                             "(config.cross_attention_window; default: the draft's config, the shipped one reads all)")
+                             "(longspec_cross_attention_window; 0: every entry; default: the draft's config, the "
+                             "shipped one reads all)")
     parser.add_argument("--align", choices=("end", "start"), default="end",
                         help="end: every length is a suffix of the longest prompt (the same continuation); "
                              "start: each length cut from the start of the stream (before the ninth session)")
+    parser.add_argument("--suffix-of", type=int, default=None, metavar="LENGTH",
+                        help="--align end: cut every prompt from this longer prompt (default: the longest length), "
+                             "so a run of 2048 alone measures the 2048-token suffixes a 2048+8000 run measures")
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
     parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
                         help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
+    if args.suffix_of is not None and (args.align != "end" or args.suffix_of < max(args.lengths)):
+        parser.error(f"--suffix-of {args.suffix_of} with --align {args.align} and --lengths {args.lengths}: allowed "
+                     "with --align end, a length at least the longest of --lengths")
     names = [name for name, _ in args.text_file]
     clashes = sorted({name for name in names if names.count(name) > 1 or name in (*KINDS, "chat")})
     if clashes:
@@ -487,8 +504,6 @@ def main(argv=None) -> dict:
     target, tokenizer = load_embedded_target(device=args.device, dtype=DTYPES.get(args.dtype))
     device = target.get_input_embeddings().weight.device
     draft, source = load_draft_for(target, args.draft)
-    if args.cross_attention_window is not None:
-        draft.config.cross_attention_window = args.cross_attention_window
     if source.startswith("untrained") and args.draft != "untrained":
         raise SystemExit(f"--draft {args.draft}: {source}; a tau curve of a random draft would be mislabeled")
     widths = args.tree_widths or list(draft.config.tree_widths)
@@ -496,7 +511,7 @@ def main(argv=None) -> dict:
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     skipped = {}
     prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed, skipped=skipped,
-                            align=args.align, text_files=dict(args.text_file))
+                            align=args.align, text_files=dict(args.text_file), suffix_of=args.suffix_of)
     if not prompts:
         raise SystemExit(f"no prompts: every kind was skipped ({skipped})")
     exact_lengths = set() if args.check_exact is None else set(args.check_exact or args.lengths)

@@ -96,6 +96,15 @@ def test_aligned_prompts_share_their_ending_and_keep_the_chat_template(tau_curve
                 tail = len(tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False))
                 assert short[-tail - 40:] == long[-tail - 40:] and short[:20] == long[:20]
                 assert short != long[-120:]  # the template's head was kept, not cut
+    # --suffix-of 300: a run of 120 alone measures the 120-token suffixes the 120+300 run measured
+    alone = tau_curve.build_prompts(tokenizer, [120], ["code", "chat"], 2, suffix_of=300)
+    assert [p["input_ids"] for p in alone] == [p["input_ids"] for p in prompts if p["length"] == 120]
+    assert tau_curve.build_prompts(tokenizer, [120], ["code"], 1)[0]["input_ids"] != by_key[120, "code", 0]["input_ids"]
+    for bad in ({"suffix_of": 100}, {"suffix_of": 300, "align": "start"}):
+        with pytest.raises(ValueError, match="allowed: align 'end' and a length at least the longest"):
+            tau_curve.build_prompts(tokenizer, [120], ["code"], 1, **bad)
+    with pytest.raises(SystemExit):
+        tau_curve.parse_args(["--out", "x", "--lengths", "2048", "8000", "--suffix-of", "4096"])
     started = tau_curve.build_prompts(tokenizer, [120, 300], ["code"], 1, align="start")
     assert started[0]["input_ids"] == started[1]["input_ids"][:120]  # same start, different endings
     with pytest.raises(ValueError, match="code prompt: cannot cut a 300-token prompt to 400"):
@@ -108,11 +117,14 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # PyTorch math on the CPU, as a plain run
     monkeypatch.setattr(tau_curve, "load_embedded_target", lambda **kwargs: embedded)  # the session's SmolLM2
     tau_curve.main(["--out", str(tmp_path), "--lengths", "96", "--kinds", "code", "chat", "--prompts", "1",
-                    "--new-tokens", "12", "--check-exact", "--lookup-tokens", "0"])  # prose prompts: test_bench's
-    # workloads test; the draft's tree alone, so that certainty_strata.py (below) may read its rounds
+                    "--new-tokens", "12", "--check-exact", "--lookup-tokens", "0", "--cross-attention-window", "0"])
+    # prose prompts: test_bench's workloads test; the draft's tree alone, so that certainty_strata.py (below) may
+    # read its rounds; a window of 0 (every entry, as the shipped draft reads) is asked per call, not set on the
+    # draft's config, which refuses 0
     result = json.loads((tmp_path / "tau_curve.json").read_text())
     assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]
     assert result["settings"]["tree_widths"] == [4, 16, 16, 16, 16] and result["settings"]["dtype"] == "float32"
+    assert result["settings"]["cross_attention_window"] == 0
     from hf_longspec.embedded import embedded_draft_dir
     from hf_longspec.publishing.weights_digest import folder_weights_digest
     assert result["draft"]["weights_digest"] == folder_weights_digest(embedded_draft_dir())  # what it measured
