@@ -388,7 +388,8 @@ def test_recipe_defaults_to_the_wide_mix_and_cli_options():
 
 
 def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
-    """--sliding-window, --intermediate-size, --cross-attention-length-scale, --target-entry-input,
+    """--sliding-window, --intermediate-size, --cross-attention-length-scale, --cross-attention-window,
+    --target-entry-input,
     --target-layer-index and --extra-target-layer-indices reach the recipe's
     draft_overrides only when given (a draft
     continued with --init-draft keeps its own otherwise); a width below 1, and --chat-loss answer without
@@ -410,6 +411,10 @@ def test_train_passes_only_the_draft_settings_asked_for(tmp_path, capsys):
     assert "--cross-attention-length-scale 0: allowed: an int >= 1." in capsys.readouterr().err
     assert main(["train", "--output", str(tmp_path / "run"), "--intermediate-size", "0"]) == 2
     assert "--intermediate-size 0: allowed: an int >= 1." in capsys.readouterr().err
+    assert draft_overrides(parse(["train", "--output", "x", "--cross-attention-window", "2048"])) \
+        == {"cross_attention_window": 2048}
+    assert main(["train", "--output", str(tmp_path / "run"), "--cross-attention-window", "0"]) == 2
+    assert "--cross-attention-window 0: allowed: an int >= 1." in capsys.readouterr().err
     # --chat-loss reaches the recipe, which refuses an answer loss without chat records before loading
     assert main(["train", "--output", str(tmp_path / "run"), "--chat-loss", "answer"]) == 2
     assert "chat_loss='answer' takes the loss on chat records' answers" in capsys.readouterr().err

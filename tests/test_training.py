@@ -565,6 +565,24 @@ def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(t
     assert LongSpecDraftModel.from_pretrained(tmp_path / "continued").config.lookup_tokens == 16
 
 
+def test_a_continued_draft_takes_the_cross_attention_window_asked(tmp_path):
+    """draft_overrides cross_attention_window on an init_draft (thirty-fifth session: fine-tuning the shipped draft
+    to read at 8k the window it will read there): the window is what the draft reads, not a weight, so a
+    continued draft takes it, and training and its saved config then read that window; a bad one is refused."""
+    from hf_longspec.training.run import initial_draft
+
+    target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024)
+    LongSpecDraftModel.from_target(target).save_pretrained(tmp_path / "saved")  # reads every entry
+    continued = initial_draft(target, TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"),
+                                                  draft_overrides={"cross_attention_window": 64}))
+    assert continued.config.cross_attention_window == 64
+    continued.save_pretrained(tmp_path / "continued")
+    assert LongSpecDraftModel.from_pretrained(tmp_path / "continued").config.cross_attention_window == 64
+    with pytest.raises(TrainingRecipeError, match="cross_attention_window"):
+        TrainRecipe(output_dir="", init_draft=str(tmp_path / "saved"),
+                    draft_overrides={"cross_attention_window": 0}).check()  # before any model loads
+
+
 def test_a_continued_draft_keeps_the_target_layer_it_reads(tmp_path):
     """draft_overrides target_layer_index on an init_draft: -1 and the last layer's number name the same
     layer and are taken; another layer (the cross-attention learned that layer's keys) or one outside the

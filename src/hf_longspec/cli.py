@@ -79,7 +79,7 @@ def _check_positive(**values) -> None:
             raise CommandLineError(f"--{name.replace('_', '-')} {value}: allowed: an int >= 1.")
 
 
-DRAFT_SIZES = ("sliding_window", "intermediate_size", "cross_attention_length_scale")  # each >= 1
+DRAFT_SIZES = ("sliding_window", "intermediate_size", "cross_attention_length_scale", "cross_attention_window")  # >= 1
 
 
 def draft_overrides(args) -> dict:
@@ -87,7 +87,8 @@ def draft_overrides(args) -> dict:
     its own window and MLP width otherwise (a wider --intermediate-size grows its MLP, and
     --cross-attention-length-scale adds the learned length temperature, --target-entry-input the direct read
     of the newest target entry: training/widen.py; --target-layer-index and --extra-target-layer-indices must
-    name the layers it reads; --lookup-tokens sets the chain it decodes with)."""
+    name the layers it reads; --lookup-tokens sets the chain it decodes with, --cross-attention-window the
+    window it reads, in training and after)."""
     asked = {name: getattr(args, name) for name in DRAFT_SIZES}
     asked["target_entry_input"] = True if args.target_entry_input else None
     asked["target_layer_index"] = args.target_layer_index
@@ -246,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="learn a per-head log-length temperature in the cross-attention, 1 at N0 target "
                             "entries (default: off for a new draft, the --init-draft's own; added to a draft "
                             "without it, computing the same at first)")
+    train.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
+                       help="the cross-attention reads the target cache's anchors and its newest W entries, in "
+                            "training and after (the config's cross_attention_window; default: every entry for a new "
+                            "draft, the --init-draft's own; a continued draft takes the one asked for)")
     train.add_argument("--target-entry-input", action="store_true",
                        help="the cross-attention also reads the newest visible target entry directly, through a "
                             "learned projection (default: off for a new draft, the --init-draft's own; added to a "

@@ -266,7 +266,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     override adds the learned log-length temperature to a draft without it, a `target_entry_input=True`
     override the direct read of the newest target entry, an `extra_target_layer_indices` override on a draft
     that reads one layer its reads of those layers too (training/widen.py). A target_layer_index override
-    must name the layer the draft reads (-1 or its number). A `lookup_tokens` override sets the chain it decodes with."""
+    must name the layer the draft reads (-1 or its number). A `lookup_tokens` override sets the chain it decodes with,
+    a `cross_attention_window` override the window it reads, in training and after."""
     from ..embedded import embedded_draft_dir
 
     folder = embedded_draft_dir() if recipe.init_draft == "embedded" else Path(recipe.init_draft)
@@ -281,8 +282,9 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         overrides.pop("target_entry_input")
     if "extra_target_layer_indices" in overrides:  # new query blocks, computing the same at first
         draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
-    if "lookup_tokens" in overrides:  # a decoding default, not a weight: a continued draft takes the one asked for
-        draft.config.lookup_tokens = overrides.pop("lookup_tokens")
+    for name in ("lookup_tokens", "cross_attention_window"):  # what it decodes with or reads, not a weight:
+        if name in overrides:  # a continued draft takes the one asked for (a window: fine-tuned to read it)
+            setattr(draft.config, name, overrides.pop(name))
     if "target_layer_index" in overrides and _same_layer(draft.config, overrides["target_layer_index"]):
         overrides.pop("target_layer_index")  # -1 and the last layer's number name one layer
     clashes = {name: (getattr(draft.config, name, None), wanted) for name, wanted in overrides.items()
