@@ -112,6 +112,13 @@ def file_prompts(tokenizer, name: str, path: str, lengths, prompts: int, align: 
             for length in built for index, start in enumerate(starts)]
 
 
+def check_suffix_of(suffix_of: int | None, align: str, lengths) -> None:
+    """--suffix-of L: cut from L-token prompts, so only with align "end" and L at least the longest length."""
+    if suffix_of is not None and (align != "end" or suffix_of < max(lengths)):
+        raise ValueError(f"suffix_of={suffix_of} with align={align!r} and lengths {sorted(lengths)}; allowed: align "
+                         "'end' and a length at least the longest one asked for")
+
+
 def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None,
                   align: str = "end", text_files: dict | None = None, suffix_of: int | None = None) -> list[dict]:
     """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
@@ -126,9 +133,7 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
     text_files = text_files or {}
     if align not in ("end", "start"):
         raise ValueError(f"align must be 'end' or 'start', got {align!r}")
-    if suffix_of is not None and (align != "end" or suffix_of < max(lengths)):
-        raise ValueError(f"suffix_of={suffix_of} with align={align!r} and lengths {sorted(lengths)}; allowed: align "
-                         "'end' and a length at least the longest one asked for")
+    check_suffix_of(suffix_of, align, lengths)
     built = [max(*lengths, suffix_of or 0)] if align == "end" else list(lengths)
     found = []
     for kind in [k for k in kinds if k != "chat"]:
@@ -478,9 +483,10 @@ def parse_args(argv=None):
     parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
                         help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
-    if args.suffix_of is not None and (args.align != "end" or args.suffix_of < max(args.lengths)):
-        parser.error(f"--suffix-of {args.suffix_of} with --align {args.align} and --lengths {args.lengths}: allowed "
-                     "with --align end, a length at least the longest of --lengths")
+    try:  # refused before any model loads
+        check_suffix_of(args.suffix_of, args.align, args.lengths)
+    except ValueError as error:
+        parser.error(f"--suffix-of: {error}")
     names = [name for name, _ in args.text_file]
     clashes = sorted({name for name in names if names.count(name) > 1 or name in (*KINDS, "chat")})
     if clashes:
