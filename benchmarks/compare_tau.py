@@ -7,7 +7,8 @@
 Every file must come from `benchmarks/tau_curve.py` with the same lengths, kinds and prompt count, so
 that run (length, kind, index) is the same prompt in each (refused where two runs recorded different
 prompt digests); the last draft is compared, prompt by prompt, with the first. Prints markdown: tau per kind and per context length, the 8k / 2k ratio per
-kind, acceptance reaching depth 1-5, prompts better / worse / equal, and the cells.
+kind, acceptance reaching depth 1-5, prompts better / worse / equal (apart, too, on the prompts whose two
+outputs are the same tokens and on those whose text differs, as bf16 runs can), and the cells.
 """
 
 from __future__ import annotations
@@ -32,6 +33,25 @@ def reach(runs) -> list[float]:
     rounds = sum(r["rounds"] for r in runs)
     depth = len(runs[0]["depth"]["reach"])
     return [sum(r["depth"]["reach"][d] * r["rounds"] for r in runs) / rounds for d in range(depth)]
+
+
+def same_text_split(base: dict, new: dict, keys) -> list[str]:
+    """The paired difference apart on the prompts whose two outputs are the same tokens and on those whose
+    text differs. In bf16 a different tree changes the verify forward's shapes, so the target's near-ties can
+    flip and a pair then measures two continuations (thirty-fifth session: two chains were +0.35 where the
+    text held, -0.50 where it changed). Nothing when a file kept no tokens or every pair wrote the same text."""
+    if not all("tokens" in base[k] and "tokens" in new[k] for k in keys):
+        return []
+    same = [k for k in keys if base[k]["tokens"] == new[k]["tokens"]]
+    if len(same) == len(keys):
+        return []
+    lines = []
+    for label, group in (("the same tokens", same), ("other text", [k for k in keys if k not in same])):
+        if group:
+            split = paired_difference([new[k]["tau"] - base[k]["tau"] for k in group])
+            lines.append(f"- {len(group)} prompt{'s' if len(group) > 1 else ''} wrote {label} in both: {split['mean']:+.3f} ± {split['stderr']:.3f} "
+                         f"(better on {split['better']}, worse on {split['worse']})")
+    return ["", "Where the two outputs differ, a pair measures two continuations:", *lines]
 
 
 def compare(named: dict[str, dict[tuple, dict]]) -> str:
@@ -69,7 +89,8 @@ def compare(named: dict[str, dict[tuple, dict]]) -> str:
     base, new = names[0], names[-1]
     paired = paired_difference([pick[new][k]["tau"] - pick[base][k]["tau"] for k in keys])
     lines += ["", f"{new} against {base}: better on {paired['better']}, worse on {paired['worse']}, equal on "
-              f"{paired['equal']}; mean paired difference {paired['mean']:+.3f} ± {paired['stderr']:.3f} (s.e.)", "",
+              f"{paired['equal']}; mean paired difference {paired['mean']:+.3f} ± {paired['stderr']:.3f} (s.e.)",
+              *same_text_split(pick[base], pick[new], keys), "",
               f"Per cell, {new} ({base} in brackets):", "",
               "| context | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
     for length in lengths:

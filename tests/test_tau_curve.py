@@ -259,7 +259,8 @@ def test_a_kind_without_enough_local_text_is_skipped_and_recorded(tau_curve, emb
 
 def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
     """benchmarks/compare_tau.py: means per kind and length, the long / short ratio, pooled depth
-    reach and the paired better / worse counts, over the prompts both files hold."""
+    reach and the paired better / worse counts, over the prompts both files hold; with tokens kept, the
+    pairs apart by whether the two outputs are the same text."""
     compare = load_script("benchmarks/compare_tau.py")
 
     def write(name, taus):
@@ -288,6 +289,21 @@ def test_compare_tau_pairs_the_same_prompts_of_two_drafts(tmp_path, capsys):
     assert "better on 1, worse on 0, equal on 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="NAME=PATH"):
         compare.main([str(tmp_path / "old.json")])
+    # with the tokens kept, the pairs are also split by whether the two outputs wrote the same text
+    def with_tokens(name, taus, texts):
+        path = write(name, taus).partition("=")[2]
+        report = json.loads(Path(path).read_text())
+        for run in report["runs"]:
+            run["tokens"] = texts.get((run["length"], run["kind"], run["index"]), [1, 2, 3])
+        Path(path).write_text(json.dumps(report))
+        return f"{name}={path}"
+
+    assert compare.main([with_tokens("old", old, {}), with_tokens("new", new, {(8000, "prose", 0): [1, 2, 4]})]) == 0
+    out = capsys.readouterr().out
+    assert "- 3 prompts wrote the same tokens in both: +0.000 ± 0.577 (better on 1, worse on 1)" in out
+    assert "- 1 prompt wrote other text in both: +2.000" in out
+    assert compare.main([with_tokens("old", old, {}), with_tokens("new", new, {})]) == 0
+    assert "a pair measures two continuations" not in capsys.readouterr().out  # every pair wrote the same text
     # runs that named their prompts pair only on the same prompt; a file without digests still pairs
     def named(name, taus, digest):
         path = write(name, taus).partition("=")[2]
