@@ -206,7 +206,7 @@ def test_the_chain_length_can_come_from_a_generation_config():
 
 def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_turned_off():
     """lookup_tokens=8 in the draft config: greedy rounds verify the 8-node tree plus the chain, cut to
-    what longspec_max_nodes leaves; an explicit 0 (call or generation config) turns it off. Sampled
+    what longspec_max_nodes leaves (two chains share it); an explicit 0 (call or generation config) turns it off. Sampled
     rounds have no chain unless one is asked for."""
     from transformers import GenerationConfig
 
@@ -227,6 +227,10 @@ def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_tu
     assert nodes_per_round(longspec_max_nodes=8)[0] == 8
     assert nodes_per_round(longspec_lookup_tokens=0) == (8, 0)
     assert nodes_per_round(longspec_lookup_tokens=3)[0] == 8 + 3
+    # two chains share what the budget leaves (12 - 8 = 2 each), and keep their length when it is asked for
+    assert nodes_per_round(longspec_max_nodes=12, longspec_lookup_chains=2)[0] == 8 + 2 * 2
+    assert nodes_per_round(longspec_lookup_chains=2)[0] == 8 + 2 * 8
+    assert nodes_per_round(longspec_lookup_tokens=3, longspec_lookup_chains=2)[0] == 8 + 2 * 3
     config = GenerationConfig(**kwargs, longspec_lookup_tokens=0)
     out = target.generate(ids, assistant_model=draft, generation_config=config)
     assert torch.equal(out, reference) and draft.last_stats.lookup_commits == 0

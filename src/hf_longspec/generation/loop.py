@@ -221,12 +221,13 @@ def longspec_generate(
     # does; other processors and returned scores walk the tree on the host
     warpers = DeviceWarpers.from_processors(processors) if do_sample and not keep_scores else None
     on_host = warpers is None and (do_sample or processors is not None or keep_scores)
+    chains = lookup_chains_for(generation_config, longspec_lookup_chains, do_sample)
     lookup_tokens, _ = asked(generation_config, "longspec_lookup_tokens", longspec_lookup_tokens)
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
-    else:  # the default: the draft config's for greedy (what the node budget leaves), none sampled
-        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample)
-    layout = layout.with_lookup(lookup_tokens, lookup_chains_for(generation_config, longspec_lookup_chains, do_sample))
+    else:  # the default: the draft config's for greedy (what the node budget leaves, shared by the chains)
+        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample, chains=chains)
+    layout = layout.with_lookup(lookup_tokens, chains)
     window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
 
     cache = cache_from_model_kwargs(model_kwargs)

@@ -77,11 +77,11 @@ def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout
     return TreeLayout.plan(candidates[-1], budget, vocab_size)
 
 
-def lookup_within(draft_config, budget: int, tree: TreeLayout, sampled: bool = False) -> int:
+def lookup_within(draft_config, budget: int, tree: TreeLayout, sampled: bool = False, chains: int = 1) -> int:
     """The default chain length: for greedy calls the draft config's, cut to the nodes ``budget`` leaves
-    after ``tree``; for sampled ones none. Sampled rounds ran faster without it in every cell measured
+    after ``tree``, shared by ``chains`` chains of one length; for sampled ones none. Sampled rounds ran faster without it in every cell measured
     on the H200 (8.4-8.7 against 6.0-6.3 ms a round, no consistent gain in tau; docs/benchmarks.md):
     a sampled target repeats itself less, and a chain token is tried only after the draft's children."""
     if sampled:
         return 0
-    return max(0, min(draft_config.lookup_tokens, budget - sum(tree.widths)))
+    return max(0, min(draft_config.lookup_tokens, (budget - sum(tree.widths)) // chains))
