@@ -15,5 +15,6 @@ set -u
 mkdir -p /tmp/call10
 [ -s /tmp/call10/chat_train.jsonl ] || gunzip -c docs/results/session28_2026-12-04/chat_train.jsonl.gz > /tmp/call10/chat_train.jsonl
 export SEEDS=${SEEDS:-0} STEPS=${STEPS:-800}
-export VARIANTS='--variant seq8k=seq_len:8192,batch_size:4 --variant win8k=seq_len:8192,batch_size:4,draft_overrides:{"cross_attention_window":2048}'
+# lr 5e-4: seq8k_lr5 tied with its start in the fourteenth session, where lr 1e-3 lost (docs/training.md)
+export VARIANTS='--variant seq8k_lr5=seq_len:8192,batch_size:4,learning_rate:5e-4 --variant win8k_lr5=seq_len:8192,batch_size:4,learning_rate:5e-4,draft_overrides:{"cross_attention_window":2048}'
 bash benchmarks/device/call10_finetune.sh
