@@ -483,7 +483,15 @@ def parse_args(argv=None):
     parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
                         help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
-    try:  # refused before any model loads
+    for option, value, smallest, meaning in (  # refused before any model loads, as generate would refuse them
+            ("--cross-attention-window", args.cross_attention_window, 0, " (0: every entry; W: the anchors and the newest W)"),
+            ("--lookup-tokens", args.lookup_tokens, 0, " (0: the draft's tree alone)"),
+            ("--lookup-chains", args.lookup_chains, 1, ""),
+            ("--prompts", args.prompts, 1, ""),
+            ("--new-tokens", args.new_tokens, 1, "")):
+        if value is not None and value < smallest:
+            parser.error(f"{option} {value}: allowed: an int >= {smallest}{meaning}")
+    try:
         check_suffix_of(args.suffix_of, args.align, args.lengths)
     except ValueError as error:
         parser.error(f"--suffix-of: {error}")

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -23,7 +24,6 @@ def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_cur
     shorter than the longest length, a spec without NAME=, a missing file, a name given twice or one that is a
     corpus kind, and no kind at all are refused by name."""
     import argparse
-    import re
 
     _, tokenizer = embedded
     essay = Path(tau_curve.__file__).read_text()  # real local text
@@ -54,6 +54,19 @@ def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_cur
     with pytest.raises(SystemExit):
         tau_curve.parse_args(["--out", "x", "--kinds"])
     assert "no kind and no --text-file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value, allowed", [
+    ("--cross-attention-window", "-1", "an int >= 0 \\(0: every entry"),
+    ("--lookup-tokens", "-2", "an int >= 0"),
+    ("--lookup-chains", "0", "an int >= 1"),
+    ("--prompts", "0", "an int >= 1"),
+    ("--new-tokens", "0", "an int >= 1"),
+])
+def test_bad_numbers_are_refused_by_the_parser_before_any_model_loads(tau_curve, capsys, option, value, allowed):
+    with pytest.raises(SystemExit):
+        tau_curve.parse_args(["--out", "x", option, value])
+    assert re.search(f"{option} {value}: allowed: {allowed}", capsys.readouterr().err)
 
 
 def test_depth_acceptance_from_tokens_per_round(tau_curve):
