@@ -224,6 +224,7 @@ def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_tu
     nodes, commits = nodes_per_round()
     assert nodes == 8 + 8 and commits > 0
     assert nodes_per_round(longspec_max_nodes=12)[0] == 12
+    assert draft.last_stats.tree_widths == (2, 3, 3) and draft.last_stats.lookup_tokens == 4  # the chain cut, not the tree
     assert nodes_per_round(longspec_max_nodes=8)[0] == 8
     assert nodes_per_round(longspec_lookup_tokens=0) == (8, 0)
     assert nodes_per_round(longspec_lookup_tokens=3)[0] == 8 + 3

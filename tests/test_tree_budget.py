@@ -70,14 +70,16 @@ def test_generate_drafts_the_tree_the_budget_picks_for_its_context_and_stays_exa
     monkeypatch.setattr(draft.config, "tree_ladder", [[2, 2, 3], [1, 2, 2]])
     monkeypatch.setattr(tree_budget, "context_node_budget", lambda model, context, batch=1: 100 if context < 60 else 8)
     ids = random_prompt(length=30)
-    for new_tokens, nodes_per_round in ((20, 12), (40, 7)):  # 7: the ladder's 2-2-3, not 4-4 cut
+    for new_tokens, nodes_per_round, tree in ((20, 12, (4, 4, 4)), (40, 7, (2, 2, 3))):  # not 4-4 cut
         reference = target.generate(ids, max_new_tokens=new_tokens, do_sample=False)
         out = target.generate(ids, assistant_model=draft, max_new_tokens=new_tokens, do_sample=False)
         stats = draft.last_stats
         assert torch.equal(out, reference)
         assert stats.rounds > 0 and stats.drafted_nodes == nodes_per_round * stats.rounds
+        assert stats.tree_widths == tree and stats.as_dict()["tree_widths"] == list(tree)  # what ran, after the budget
     out = target.generate(ids, assistant_model=draft, max_new_tokens=40, do_sample=False, longspec_tree_widths=[3, 3, 3])
-    assert torch.equal(out, reference) and draft.last_stats.drafted_nodes == 8 * draft.last_stats.rounds  # 3-3-2
+    assert torch.equal(out, reference) and draft.last_stats.drafted_nodes == 8 * draft.last_stats.rounds
+    assert draft.last_stats.tree_widths == (3, 3, 2)
 
 
 def test_compiled_rounds_serve_every_ladder_tree_without_hitting_the_recompile_limit(monkeypatch):

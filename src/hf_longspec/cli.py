@@ -112,8 +112,12 @@ def cmd_run(args) -> int:
         raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
                                "(0: no lookup chain).")
 
+    if args.tree_widths is not None and min(args.tree_widths) < 1:
+        raise CommandLineError(f"--tree-widths {' '.join(map(str, args.tree_widths))}: allowed: ints >= 1, the nodes "
+                               "drafted at each depth (e.g. 4 16 16 16 16).")
+
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
-                          args.dtype, args.lookup_tokens, args.cross_attention_window)
+                          args.dtype, args.lookup_tokens, args.cross_attention_window, args.tree_widths)
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
 
@@ -216,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the draft reads only the target's first num_anchor_tokens cache entries and the newest W "
                           "(longspec_cross_attention_window; 0: every entry; default: the draft config's "
                           "cross_attention_window, every entry for the shipped draft)")
+    run.add_argument("--tree-widths", type=int, nargs="+", default=None, metavar="W",
+                     help="the draft's tree, nodes per depth (longspec_tree_widths; default: the draft config's, "
+                          "4 16 16 16 16 for the shipped draft, made for a GPU, where a tree's rows cost little; "
+                          "on a few CPU cores every row costs, and 1 1 1 1 with --lookup-tokens 16 runs faster)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

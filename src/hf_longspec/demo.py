@@ -52,6 +52,8 @@ class RunReport:
             f"speedup after prefill: {longspec / vanilla:.2f}x   tau (tokens per target forward): {self.stats['tau']:.2f}"
             f"   rounds: {self.stats['rounds']}"
             + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else ""),
+            f"tree: {'-'.join(map(str, self.stats['tree_widths']))} nodes per depth"
+            + (f", and a {self.stats['lookup_tokens']}-token prompt-lookup chain" if self.stats["lookup_tokens"] else ""),
             f"accepted length histogram: {self.stats['accepted_length_histogram']}",
             f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}"
             + ("" if self.identical or self.dtype == "float32" else
@@ -82,7 +84,8 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
-                 lookup_tokens: int | None = None, cross_attention_window: int | None = None) -> RunReport:
+                 lookup_tokens: int | None = None, cross_attention_window: int | None = None,
+                 tree_widths: list[int] | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
@@ -90,7 +93,7 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     common = dict(max_new_tokens=max_new_tokens, do_sample=False)
     target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)
     speculation = dict(assistant_model=drafter, longspec_lookup_tokens=lookup_tokens,
-                       longspec_cross_attention_window=cross_attention_window)
+                       longspec_cross_attention_window=cross_attention_window, longspec_tree_widths=tree_widths)
     target.generate(ids[:, :64], max_new_tokens=8, do_sample=False, **speculation)
     _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)

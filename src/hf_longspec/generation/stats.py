@@ -27,6 +27,8 @@ class LongSpecStats:
     warmup_seconds: float | None = None  # first round of a new decoder, compile included (None: reused one)
     capture_seconds: float | None = None  # CUDA-graph capture time (None: no capture in this call)
     cross_attention_window: int | None = None  # newest target entries the draft read besides its anchors (None: all)
+    tree_widths: tuple[int, ...] = ()  # the tree the call drafted, nodes per depth (after any node budget)
+    lookup_tokens: int = 0  # the prompt-lookup chain's length beside it (0: none)
 
     @property
     def tau(self) -> float:
@@ -54,4 +56,6 @@ class LongSpecStats:
             "warmup_seconds": self.warmup_seconds,
             "capture_seconds": self.capture_seconds,
             "cross_attention_window": self.cross_attention_window,
+            "tree_widths": list(self.tree_widths),
+            "lookup_tokens": self.lookup_tokens,
         }
