@@ -28,3 +28,12 @@ def test_the_main_job_takes_a_tree_and_says_which_tree_it_drafted(embedded, monk
     assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12", "--lookup-tokens", "0"]) == 0
     printed = capsys.readouterr().out
     assert "tree: 4-16-16-16-16 nodes per depth\n" in printed and "output identical to vanilla greedy: yes" in printed
+
+
+def test_the_report_says_when_a_call_drafted_no_tree():
+    """A call generate() ran without speculation (a prompt holding the pad token, routing.py) records no tree."""
+    stats = {"tree_widths": [], "lookup_tokens": 0}
+    report = demo.RunReport(4, 2, 0.1, 1.0, 1.0, True, stats, "shipped SmolLM2 draft")
+    assert report.tree_line() == "tree: none (the call decoded without speculation)"
+    assert demo.RunReport(4, 2, 0.1, 1.0, 1.0, True, {"tree_widths": [2, 2], "lookup_tokens": 0}, "d").tree_line() \
+        == "tree: 2-2 nodes per depth"

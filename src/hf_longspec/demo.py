@@ -52,14 +52,21 @@ class RunReport:
             f"speedup after prefill: {longspec / vanilla:.2f}x   tau (tokens per target forward): {self.stats['tau']:.2f}"
             f"   rounds: {self.stats['rounds']}"
             + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else ""),
-            f"tree: {'-'.join(map(str, self.stats['tree_widths']))} nodes per depth"
-            + (f", and a {self.stats['lookup_tokens']}-token prompt-lookup chain" if self.stats["lookup_tokens"] else ""),
+            self.tree_line(),
             f"accepted length histogram: {self.stats['accepted_length_histogram']}",
             f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}"
             + ("" if self.identical or self.dtype == "float32" else
                f" (in {self.dtype} a tree forward rounds differently from one-token forwards and near-tied"
                " tokens can flip; --dtype float32 checks exactness)"),
         ]
+
+    def tree_line(self) -> str:
+        """The tree and chain the call drafted (after any node budget); none when it ran without speculation."""
+        if not self.stats["tree_widths"]:
+            return "tree: none (the call decoded without speculation)"
+        chain = self.stats["lookup_tokens"]
+        return (f"tree: {'-'.join(map(str, self.stats['tree_widths']))} nodes per depth"
+                + (f", and a {chain}-token prompt-lookup chain" if chain else ""))
 
     @property
     def failed(self) -> bool:
