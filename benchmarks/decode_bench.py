@@ -156,8 +156,23 @@ def variant_methods(args) -> dict[str, dict]:
     for chains in args.chains:
         methods[f"longspec_chains{chains}"] = {"assistant_model": True, "longspec_lookup_chains": chains}
     for spec in args.trees:
-        methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": [int(w) for w in spec.split("-")]}
+        widths, chain = parse_tree(spec)
+        methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": widths,
+                                            **({} if chain is None else {"longspec_lookup_tokens": chain})}
     return methods
+
+
+def parse_tree(spec: str) -> tuple[list[int], int | None]:
+    """'4-16-12' (the draft config's chain beside it) or '1-1-1-1+16' (a 16-token chain): widths, chain length."""
+    widths, plus, chain = spec.partition("+")
+    try:
+        parsed = [int(w) for w in widths.split("-")], (int(chain) if plus else None)
+    except ValueError:
+        parsed = None
+    if parsed is None or min(parsed[0]) < 1 or (parsed[1] is not None and parsed[1] < 0):
+        raise ValueError(f"--trees {spec!r}: allowed: widths >= 1 joined by '-', and a chain length after '+' "
+                         "(4-16-12, 1-1-1-1+16)")
+    return parsed
 
 
 def main():
@@ -170,7 +185,8 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--fp32-prompts", type=int, default=2, help="float32 exactness check prompts (0: skip)")
-    parser.add_argument("--trees", nargs="*", default=[], help="extra tree shapes, widths joined by '-' (4-16-12)")
+    parser.add_argument("--trees", nargs="*", default=[],
+                        help="extra tree shapes, widths joined by '-' (4-16-12), a chain length after '+' (1-1-1-1+16)")
     parser.add_argument("--drafts", nargs="*", default=[], metavar="NAME=FOLDER",
                         help="other trained drafts, each a method longspec_draft_NAME beside the shipped one")
     parser.add_argument("--lookups", type=int, nargs="*", default=[],
@@ -181,6 +197,11 @@ def main():
     parser.add_argument("--chains", type=int, nargs="*", default=[], metavar="C",
                         help="prompt-lookup chains per round, each a method longspec_chainsC (longspec_lookup_chains)")
     args = parser.parse_args()
+    for spec in args.trees:
+        try:
+            parse_tree(spec)
+        except ValueError as error:
+            parser.error(str(error))
     if any(window < 0 for window in args.windows):
         parser.error(f"--windows {args.windows}: allowed: ints >= 1 (newest entries read besides the anchors) or 0 (every entry)")
     others = [tuple(spec.split("=", 1)) for spec in args.drafts]

@@ -281,6 +281,27 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     assert "--windows [2048, -1]: allowed: ints >= 1" in capsys.readouterr().err
 
 
+def test_decode_bench_times_a_tree_with_a_chain_length_of_its_own(monkeypatch, capsys):
+    """--trees 1-1-1-1+16 (thirty-sixth session: a small tree beside a shorter chain, the CPU's fast decoder) is the
+    shipped draft with that tree and a 16-token chain; a tree alone keeps the draft config's chain. A spec that is
+    not widths joined by '-' (and a chain after '+') is refused before any model loads."""
+    import argparse
+
+    bench = load_script("benchmarks/decode_bench.py")
+    variants = bench.variant_methods(argparse.Namespace(lookups=[], windows=[], chains=[], trees=["1-1-1-1+16", "2-2"]))
+    assert variants == {
+        "longspec_tree_1-1-1-1+16": {"assistant_model": True, "longspec_tree_widths": [1, 1, 1, 1],
+                                     "longspec_lookup_tokens": 16},
+        "longspec_tree_2-2": {"assistant_model": True, "longspec_tree_widths": [2, 2]}}
+    for bad in ("2-x", "2-2+", "+16", "0-2"):
+        monkeypatch.setattr("sys.argv", ["decode_bench.py", "--out", "/tmp/unused", "--trees", bad])
+        with pytest.raises(SystemExit) as refused:
+            bench.main()
+        assert refused.value.code == 2
+        assert f"--trees {bad!r}: allowed: widths >= 1 joined by '-', and a chain length after '+'" in \
+            capsys.readouterr().err
+
+
 def test_decode_bench_times_another_draft_as_a_method_of_its_own(monkeypatch, capsys):
     """benchmarks/decode_bench.py --drafts NAME=FOLDER (twenty-seventh session: a new shipped draft beside the
     one before it, in one run): a method's assistant_model picks its draft (True: the shipped one, a name: that
