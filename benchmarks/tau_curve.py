@@ -55,6 +55,7 @@ from hf_longspec.corpus import KINDS, long_prompt_ids
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_target
 from hf_longspec.evaluation import prompt_digest, suffix_ids
+from hf_longspec.generation.lookup import MAX_LOOKUP_CHAINS, MAX_LOOKUP_TOKENS, is_lookup_length
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
 
@@ -483,14 +484,17 @@ def parse_args(argv=None):
     parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
                         help="also a kind NAME cut from this local text file (repeatable)")
     args = parser.parse_args(argv)
-    for option, value, smallest, meaning in (  # refused before any model loads, as generate would refuse them
-            ("--cross-attention-window", args.cross_attention_window, 0, " (0: every entry; W: the anchors and the newest W)"),
-            ("--lookup-tokens", args.lookup_tokens, 0, " (0: the draft's tree alone)"),
-            ("--lookup-chains", args.lookup_chains, 1, ""),
-            ("--prompts", args.prompts, 1, ""),
-            ("--new-tokens", args.new_tokens, 1, "")):
-        if value is not None and value < smallest:
-            parser.error(f"{option} {value}: allowed: an int >= {smallest}{meaning}")
+    for option, value, ok, allowed in (  # refused before any model loads, by the rules generate applies
+            ("--cross-attention-window", args.cross_attention_window, lambda v: v >= 0,
+             "an int >= 0 (0: every entry; W: the anchors and the newest W)"),
+            ("--lookup-tokens", args.lookup_tokens, is_lookup_length,
+             f"an int from 0 to {MAX_LOOKUP_TOKENS} (0: the draft's tree alone)"),
+            ("--lookup-chains", args.lookup_chains, lambda v: 1 <= v <= MAX_LOOKUP_CHAINS,
+             f"an int from 1 to {MAX_LOOKUP_CHAINS}"),
+            ("--prompts", args.prompts, lambda v: v >= 1, "an int >= 1"),
+            ("--new-tokens", args.new_tokens, lambda v: v >= 1, "an int >= 1")):
+        if value is not None and not ok(value):
+            parser.error(f"{option} {value}: allowed: {allowed}")
     try:
         check_suffix_of(args.suffix_of, args.align, args.lengths)
     except ValueError as error:

@@ -254,7 +254,8 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
     assert "--cross-attention-window -1: allowed: an int >= 1 (the newest entries read besides the anchors) or 0 " \
         "(every entry)." in err and "Traceback" not in err
     err = _cli_error(capsys, ["run", "--tree-widths", "2", "0"])
-    assert "--tree-widths 2 0: allowed: ints >= 1, the nodes drafted at each depth" in err and "Traceback" not in err
+    assert "--tree-widths=[2, 0] has a width 0 that is not a positive int; allowed: a non-empty list of positive ints" \
+        in err and "Traceback" not in err
 
 
 def test_a_cross_attention_window_asked_of_generate_is_refused_by_name_before_anything_runs():

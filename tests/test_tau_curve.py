@@ -58,8 +58,10 @@ def test_text_file_prompts_end_at_their_own_points_and_share_each_ending(tau_cur
 
 @pytest.mark.parametrize("option, value, allowed", [
     ("--cross-attention-window", "-1", "an int >= 0 \\(0: every entry"),
-    ("--lookup-tokens", "-2", "an int >= 0"),
-    ("--lookup-chains", "0", "an int >= 1"),
+    ("--lookup-tokens", "-2", "an int from 0 to 32"),
+    ("--lookup-tokens", "33", "an int from 0 to 32"),
+    ("--lookup-chains", "0", "an int from 1 to 2"),
+    ("--lookup-chains", "3", "an int from 1 to 2"),
     ("--prompts", "0", "an int >= 1"),
     ("--new-tokens", "0", "an int >= 1"),
 ])

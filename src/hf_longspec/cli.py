@@ -104,6 +104,7 @@ def cmd_run(args) -> int:
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
     from .errors import CommandLineError
     from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
+    from .tree_options import check_tree_options
 
     if args.cross_attention_window is not None and args.cross_attention_window < 0:
         raise CommandLineError(f"--cross-attention-window {args.cross_attention_window}: allowed: an int >= 1 (the "
@@ -112,9 +113,7 @@ def cmd_run(args) -> int:
         raise CommandLineError(f"--lookup-tokens {args.lookup_tokens}: allowed: an int from 0 to {MAX_LOOKUP_TOKENS} "
                                "(0: no lookup chain).")
 
-    if args.tree_widths is not None and min(args.tree_widths) < 1:
-        raise CommandLineError(f"--tree-widths {' '.join(map(str, args.tree_widths))}: allowed: ints >= 1, the nodes "
-                               "drafted at each depth (e.g. 4 16 16 16 16).")
+    check_tree_options(args.tree_widths, None, widths_name="--tree-widths")  # generate's own rule, before loading
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
                           args.dtype, args.lookup_tokens, args.cross_attention_window, args.tree_widths)
