@@ -54,7 +54,7 @@ from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.corpus import KINDS, long_prompt_ids
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_target
-from hf_longspec.evaluation import prompt_digest, suffix_ids
+from hf_longspec.evaluation import own_round, prompt_digest, suffix_ids
 from hf_longspec.generation.lookup import MAX_LOOKUP_CHAINS, MAX_LOOKUP_TOKENS, is_lookup_length
 from hf_longspec.publishing.weights_digest import model_weights_digest
 from hf_longspec.training.chat_data import PROSE_TASKS, TASKS_BY_SOURCE
@@ -187,7 +187,9 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     ids = torch.tensor([prompt["input_ids"]], device=device)
     common = {"attention_mask": torch.ones_like(ids), "max_new_tokens": args.new_tokens, "do_sample": False,
               "pad_token_id": args.pad_token_id}
-    extra = {"longspec_tree_widths": args.tree_widths} if args.tree_widths else {}
+    extra = own_round(draft)  # on every device: a config's CPU round is a speed choice, not the draft's
+    if args.tree_widths:
+        extra["longspec_tree_widths"] = args.tree_widths
     if args.lookup_tokens is not None:
         extra["longspec_lookup_tokens"] = args.lookup_tokens
     if args.lookup_chains is not None:
@@ -206,7 +208,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
     record["prompt_digest"] = prompt_digest(prompt["input_ids"])
     record.update(tau=stats["tau"], rounds=stats["rounds"], new_tokens=len(new), seconds=time.perf_counter() - start,
                   histogram=stats["accepted_length_histogram"], depth=depth_acceptance(stats["accepted_length_histogram"], depth),
-                  tokens=new, lookup_commits=stats.get("lookup_commits", 0),
+                  tokens=new, lookup_commits=stats.get("lookup_commits", 0), tree_widths=stats.get("tree_widths"),
+                  lookup_tokens=stats.get("lookup_tokens"),
                   round_lengths=draft.last_stats.round_lengths.get(0, []))
     if check_exact:
         start = time.perf_counter()

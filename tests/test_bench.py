@@ -329,3 +329,14 @@ def test_decode_bench_times_another_draft_as_a_method_of_its_own(monkeypatch, ca
             bench.main()
         assert refused.value.code == 2
         assert f"--drafts {spec!r}: give NAME=FOLDER, FOLDER a saved draft (with config.json)" in capsys.readouterr().err
+
+
+def test_cpu_prefix_attention_quick(tmp_path, capsys):
+    """benchmarks/cpu_prefix_attention.py: the varlen op's CPU path timed against the math per (keys, rows), each
+    cell checked first, a JSON and a table."""
+    script = load_script("benchmarks/cpu_prefix_attention.py")
+    result = script.main(["--out", str(tmp_path), "--contexts", "96", "--rows", "1", "5", "--repeats", "1"])
+    assert [(c["context"], c["rows"]) for c in result["cells"]] == [(96, 1), (96, 5)]
+    assert all(c["max_abs_difference"] < 1e-4 and c["fused_ms"] > 0 for c in result["cells"])
+    assert json.loads((tmp_path / "cpu_prefix_attention.json").read_text())["cells"] == result["cells"]
+    assert "| 96 | 5 |" in capsys.readouterr().out

@@ -5,7 +5,8 @@ import statistics
 
 import pytest
 
-from hf_longspec.evaluation import held_out_prompts, suffix_ids
+from conftest import perturbed_pair, random_prompt
+from hf_longspec.evaluation import held_out_prompts, measure_tau, suffix_ids
 
 
 def test_suffix_ids_cuts_the_front_of_the_document_and_keeps_the_template():
@@ -60,3 +61,17 @@ def test_paired_difference_is_the_mean_its_standard_error_and_the_counts():
     assert paired["stderr"] == pytest.approx(statistics.stdev([0.5, -0.25, 0.0, 1.0]) / 2)
     assert (paired["better"], paired["worse"], paired["equal"], paired["count"]) == (2, 1, 1, 4)
     assert math.isnan(paired_difference([0.3])["stderr"])  # one prompt has no spread to measure
+
+
+def test_tau_is_measured_on_the_drafts_own_round_on_a_cpu_too():
+    """A config's CPU round (cpu_tree_widths, cpu_lookup_tokens) is a speed choice: measure_tau, which the
+    training evals and the tau goals use, drafts the draft's tree and chain on every device, unless told."""
+    target, draft = perturbed_pair((3, 3, 3))
+    draft.config.update({"lookup_tokens": 5, "cpu_tree_widths": [1, 1], "cpu_lookup_tokens": 2})
+    prompts = [("code", 40, random_prompt(length=40))]
+    measured = measure_tau(target, draft, prompts, max_new_tokens=8, longspec_compile=False)["per_prompt"][0]
+    assert (measured["tree_widths"], measured["lookup_tokens"]) == ([3, 3, 3], 5)
+    alone = measure_tau(target, draft, prompts, max_new_tokens=8, longspec_lookup_tokens=0)["per_prompt"][0]
+    assert (alone["tree_widths"], alone["lookup_tokens"]) == ([3, 3, 3], 0)
+    generated = target.generate(prompts[0][2], assistant_model=draft, max_new_tokens=8, do_sample=False)
+    assert draft.last_stats.tree_widths == (1, 1) and generated.shape[1] == 48  # a plain call: the CPU round

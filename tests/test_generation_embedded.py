@@ -116,17 +116,21 @@ def test_a_trained_draft_reading_target_layer_4_is_exact_on_a_real_prompt(embedd
 
 def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(embedded):
     """The draft shipped since the twenty-seventh session also cross-attends to target layer 4; loaded the
-    way the main job loads it ('embedded'), on real prose, its output is vanilla greedy's with the tree alone
-    (several tokens per round, so accepted paths run through both layers' K/V) and with its default chain."""
+    way the main job loads it ('embedded'), on real prose, its output is vanilla greedy's with its own tree alone
+    (several tokens per round, so accepted paths run through both layers' K/V), with its default chain beside
+    it, and with the round a call on a CPU drafts by default (1-1-1 and a 16-token chain)."""
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     assert draft.target_layers == (29, 4) and draft.config.lookup_tokens == 32
     ids = torch.tensor([long_prompt_ids(tokenizer, 512, kind="prose", split="eval", seed=5)])
     reference = target.generate(ids, max_new_tokens=32, do_sample=False)
-    alone = target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False, longspec_lookup_tokens=0)
+    own_tree = dict(max_new_tokens=32, do_sample=False, longspec_tree_widths=draft.config.tree_widths)
+    alone = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=0, **own_tree)
     assert torch.equal(alone, reference)
-    assert draft.last_stats.tau > 2.0
+    assert draft.last_stats.tau > 2.0 and draft.last_stats.tree_widths == (4, 16, 16, 16, 16)
+    assert torch.equal(target.generate(ids, assistant_model=draft, longspec_lookup_tokens=32, **own_tree), reference)
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False), reference)
+    assert (draft.last_stats.tree_widths, draft.last_stats.lookup_tokens) == ((1, 1, 1), 16)
 
 
 def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured_round(embedded):

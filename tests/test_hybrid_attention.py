@@ -352,3 +352,27 @@ def test_cached_tree_attention_is_the_same_under_every_tiling(request, tiles):
     default, default_lse = cached_tree_attn(q, keys, values, mask, lengths)
     tiled, tiled_lse = cached_tree_attn(q, keys, values, mask, lengths, tiles=Tiles(*tiles), num_splits=5)
     assert torch.allclose(tiled, default, atol=1e-5) and torch.allclose(tiled_lse, default_lse, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_a_cpu_call_attends_a_whole_prefix_with_torchs_fused_kernel(request, monkeypatch, dtype):
+    """Off CUDA, where every row's prefix is filled alike (batch 1 always), the varlen op runs torch's fused CPU
+    flash kernel (2-4x the math at 21 rows over 4k-8k keys), and gives the float64 reference's out and lse; rows of
+    unequal lengths take the math under a mask."""
+    gen = generator_for(request)
+    kv_heads, group, rows, capacity, head_dim = 3, 3, 21, 700, 64
+    q = randn(gen, 1, rows, kv_heads * group, head_dim, dtype=dtype).transpose(1, 2)
+    keys = randn(gen, 1, kv_heads, capacity, head_dim, dtype=dtype)
+    values = randn(gen, 1, kv_heads, capacity, head_dim, dtype=dtype)
+    length = 613
+    ref_out, ref_lse = reference_attention(q, keys[:, :, :length], values[:, :, :length], head_dim**-0.5)
+    math = prefix_module.grouped_attention_math
+    monkeypatch.setattr(prefix_module, "grouped_attention_math", lambda *a, **k: pytest.fail("took the math"))
+    out, lse = torch.ops.hf_longspec.grouped_prefix_attention_varlen(q, keys, values, torch.tensor([length]),
+                                                                     head_dim**-0.5)
+    assert out.dtype == lse.dtype == F32 and out.shape == (1, kv_heads, group, rows, head_dim)
+    assert_close_attention(out.flatten(1, 2), lse.flatten(1, 2), ref_out, ref_lse, dtype)
+    monkeypatch.setattr(prefix_module, "grouped_attention_math", math)
+    two = torch.cat([q, q]), torch.cat([keys, keys]), torch.cat([values, values])
+    out, lse = torch.ops.hf_longspec.grouped_prefix_attention_varlen(*two, torch.tensor([length, 500]), head_dim**-0.5)
+    assert_close_attention(out[:1].flatten(1, 2), lse[:1].flatten(1, 2), ref_out, ref_lse, dtype)

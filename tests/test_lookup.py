@@ -345,9 +345,15 @@ def test_host_walked_greedy_rounds_keep_the_chain_with_processors_and_returned_s
 
 
 def test_the_shipped_draft_verifies_a_32_token_chain_by_default(embedded):
+    """Its config also names the CPU round (cpu_tree_widths, cpu_lookup_tokens) that every trained draft gets."""
     from hf_longspec.embedded import load_embedded_draft
+    from hf_longspec.generation.tree_budget import TRAINED_DRAFT_CPU_LOOKUP_TOKENS, TRAINED_DRAFT_CPU_TREE_WIDTHS
 
-    assert load_embedded_draft(embedded[0]).config.lookup_tokens == 32
+    config = load_embedded_draft(embedded[0]).config
+    assert config.lookup_tokens == 32
+    assert (config.cpu_tree_widths, config.cpu_lookup_tokens) == ([1, 1, 1], 16)
+    assert (tuple(config.cpu_tree_widths), config.cpu_lookup_tokens) == (TRAINED_DRAFT_CPU_TREE_WIDTHS,
+                                                                         TRAINED_DRAFT_CPU_LOOKUP_TOKENS)
 
 
 def test_lookup_refusals_name_what_is_allowed():

@@ -12,19 +12,19 @@ def test_the_main_job_takes_a_cross_attention_window_and_stays_exact(embedded, m
                      "--cross-attention-window", "64"]) == 0
     printed = capsys.readouterr().out
     assert "draft: shipped SmolLM2 draft (reading the target's first 4 and newest 64 cache entries)" in printed
-    assert "tree: 4-16-16-16-16 nodes per depth, and a 32-token prompt-lookup chain\n" in printed  # the draft's own
+    assert "tree: 1-1-1 nodes per depth, and a 16-token prompt-lookup chain\n" in printed  # the draft's CPU round
     assert "output identical to vanilla greedy: yes" in printed
 
 
 def test_the_main_job_takes_a_tree_and_says_which_tree_it_drafted(embedded, monkeypatch, capsys):
-    """`hf-longspec run --tree-widths 1 1 1 1 --lookup-tokens 16` (the small tree a few CPU cores run faster)
-    reaches generate as longspec_tree_widths, the report names the tree and the chain that ran, and the output is
-    vanilla greedy's (without the option the report names the draft's own tree: the test above)."""
+    """`hf-longspec run --tree-widths 4 16 16 16 16 --lookup-tokens 32` (the shipped draft's GPU round, asked for
+    on a CPU) reaches generate as longspec_tree_widths, the report names the tree and the chain that ran, and the
+    output is vanilla greedy's (without the options the report names the draft's CPU round: the test above)."""
     monkeypatch.setattr(demo, "load_embedded_target", lambda device=None, dtype=None: embedded)
-    assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12", "--tree-widths", "1", "1", "1", "1",
-                     "--lookup-tokens", "16"]) == 0
+    assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12", "--tree-widths", "4", "16", "16", "16",
+                     "16", "--lookup-tokens", "32"]) == 0
     printed = capsys.readouterr().out
-    assert "tree: 1-1-1-1 nodes per depth, and a 16-token prompt-lookup chain" in printed
+    assert "tree: 4-16-16-16-16 nodes per depth, and a 32-token prompt-lookup chain" in printed
     assert "output identical to vanilla greedy: yes" in printed
 
 

@@ -146,6 +146,7 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     for run in result["runs"]:
         assert run["tau"] >= 1.0 and run["identical"] is True  # float32: the same tokens as greedy
         assert len(run["depth"]["reach"]) == 5 and run["new_tokens"] <= 12
+        assert (run["tree_widths"], run["lookup_tokens"]) == ([4, 16, 16, 16, 16], 0)  # its own tree, not the CPU's
         assert 0 < run["target_top1_prob"] <= 1 and run["target_entropy"] >= 0  # from the vanilla pass
         assert len(run["target_top1_probs"]) == run["new_tokens"]  # one certainty per step, in order
         assert run["target_top1_prob"] == pytest.approx(statistics.fmean(run["target_top1_probs"]), abs=1e-4)

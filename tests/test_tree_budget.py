@@ -9,7 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from conftest import perturbed_pair, random_prompt
 from hf_longspec import LongSpecDraftConfig
 from hf_longspec.generation import TreeLayout, tree_budget
-from hf_longspec.generation.tree_budget import context_node_budget, node_budget, tree_within
+from hf_longspec.generation.tree_budget import context_node_budget, lookup_within, node_budget, tree_within
 
 LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072)
@@ -148,3 +148,50 @@ def test_the_verification_is_compiled_by_default_only_where_launch_latency_binds
     assert decoder(None, True) == (True, True)
     assert decoder(None, False) == (True, False)  # the drafting still compiles
     assert decoder(True, False) == (True, True) and decoder(False, True) == (False, False)
+
+
+def test_on_a_cpu_a_config_drafts_its_cpu_round_where_the_call_names_none(monkeypatch):
+    """cpu_tree_widths and cpu_lookup_tokens: the tree and chain a call on a CPU drafts where it names none
+    (every verified row costs there); a named tree or chain wins, the node budget still cuts, a sampled call
+    drafts no chain, and a config without them drafts its own round. Output equals vanilla greedy each time."""
+    target, draft = perturbed_pair((3, 3, 3))
+    monkeypatch.setattr(draft.config, "lookup_tokens", 6)
+    ids = torch.cat([random_prompt(length=20)] * 2, dim=1)  # a repeat: the chain finds matches
+
+    def round_run(**options):
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=24, do_sample=False, **options)
+        assert torch.equal(out, reference), options
+        return draft.last_stats.tree_widths, draft.last_stats.lookup_tokens
+
+    reference = target.generate(ids, max_new_tokens=24, do_sample=False)
+    assert round_run() == ((3, 3, 3), 6)  # a config without a CPU round
+    monkeypatch.setattr(draft.config, "cpu_tree_widths", [1, 1])
+    monkeypatch.setattr(draft.config, "cpu_lookup_tokens", 4)
+    assert round_run() == ((1, 1), 4)
+    assert round_run(longspec_tree_widths=[2, 2]) == ((2, 2), 4)
+    assert round_run(longspec_lookup_tokens=2) == ((1, 1), 2)
+    assert round_run(longspec_max_nodes=3) == ((1, 1), 1)  # the budget leaves the chain one node
+    assert round_run(longspec_max_nodes=1) == ((1,), 0)
+    monkeypatch.setattr(draft.config, "cpu_lookup_tokens", None)
+    assert round_run() == ((1, 1), 6)  # the chain of the config's GPU round
+    torch.manual_seed(0)
+    target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True)
+    assert (draft.last_stats.tree_widths, draft.last_stats.lookup_tokens) == ((1, 1), 0)
+    # elsewhere (a GPU) the config's own round, as before
+    config = LongSpecDraftConfig(cpu_tree_widths=[1, 1, 1, 1], cpu_lookup_tokens=16, lookup_tokens=32)
+    own, small = tree_within(config, None, 1000), tree_within(config, None, 1000, on_cpu=True)
+    assert own.widths == FULL and small.widths == (1, 1, 1, 1)
+    assert lookup_within(config, 200, own) == 32 and lookup_within(config, 200, small, on_cpu=True) == 16
+
+
+def test_a_cpu_round_is_checked_and_saved_with_the_config():
+    for bad, message in (({"cpu_tree_widths": []}, "cpu_tree_widths must be None"),
+                         ({"cpu_tree_widths": [1, 0]}, "cpu_tree_widths must be None"),
+                         ({"cpu_tree_widths": [True]}, "cpu_tree_widths must be None"),
+                         ({"cpu_lookup_tokens": 33}, "cpu_lookup_tokens must be None .* from 0 to 32"),
+                         ({"cpu_lookup_tokens": -1}, "cpu_lookup_tokens must be None")):
+        with pytest.raises(ValueError, match=message):
+            LongSpecDraftConfig(**bad)
+    saved = LongSpecDraftConfig.from_dict(LongSpecDraftConfig(cpu_tree_widths=(1, 2), cpu_lookup_tokens=0).to_dict())
+    assert saved.cpu_tree_widths == [1, 2] and saved.cpu_lookup_tokens == 0
+    assert LongSpecDraftConfig().cpu_tree_widths is None and LongSpecDraftConfig().cpu_lookup_tokens is None

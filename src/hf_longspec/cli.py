@@ -214,15 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: float32 on CPU, bfloat16 on CUDA")
     run.add_argument("--lookup-tokens", type=int, default=None,
                      help="a prompt-lookup chain of this many tokens beside the draft's tree (longspec_lookup_tokens; "
-                          "default: the draft config's lookup_tokens, 32 for the shipped draft; 0: none)")
+                          "default: the draft config's lookup_tokens, 32 for the shipped draft, on a CPU its "
+                          "cpu_lookup_tokens, 16 for the shipped draft; 0: none)")
     run.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                      help="the draft reads only the target's first num_anchor_tokens cache entries and the newest W "
                           "(longspec_cross_attention_window; 0: every entry; default: the draft config's "
                           "cross_attention_window, every entry for the shipped draft)")
     run.add_argument("--tree-widths", type=int, nargs="+", default=None, metavar="W",
                      help="the draft's tree, nodes per depth (longspec_tree_widths; default: the draft config's, "
-                          "4 16 16 16 16 for the shipped draft, made for a GPU, where a tree's rows cost little; "
-                          "on a few CPU cores every row costs, and 1 1 1 1 with --lookup-tokens 16 runs faster)")
+                          "4 16 16 16 16 for the shipped draft, made for a GPU, where a tree's rows cost little; on a "
+                          "CPU, where every row costs, its cpu_tree_widths, 1 1 1 for the shipped draft)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

@@ -103,6 +103,13 @@ class LongSpecDraftConfig(PretrainedConfig):
       another run; docs/training.md), and so does every draft `hf-longspec train` makes. The class keeps
       0, as transformers keeps `prompt_lookup_num_tokens` off: a draft built by hand verifies its tree
       alone until its config or `longspec_lookup_tokens` asks for the chain.
+    - cpu_tree_widths, cpu_lookup_tokens: what a call on a CPU drafts where it names none: the tree (None:
+      tree_widths, and its ladder under a budget) and the chain length (None: lookup_tokens). On a CPU every
+      verified row is arithmetic, so the GPU's wide tree runs slower than vanilla there
+      (generation/tree_budget.py). Measuring tau (evaluation.measure_tau, benchmarks/tau_curve.py) drafts the
+      draft's own tree and chain on every device. The shipped SmolLM2 draft and every draft
+      `hf-longspec train` makes set [1, 1, 1] and 16 (docs/benchmarks.md, "The CPU's own round"); the
+      class keeps None, as it keeps lookup_tokens 0.
     """
 
     model_type = "longspec_draft"
@@ -132,6 +139,8 @@ class LongSpecDraftConfig(PretrainedConfig):
         tree_batch_nodes: int | None = 512,
         tree_ladder: list[list[int]] | tuple[tuple[int, ...], ...] = DEFAULT_TREE_LADDER,
         lookup_tokens: int = 0,
+        cpu_tree_widths: list[int] | tuple[int, ...] | None = None,
+        cpu_lookup_tokens: int | None = None,
         cross_attention_length_scale: int | None = None,
         target_entry_input: bool = False,
         cross_attention_window: int | None = None,
@@ -162,6 +171,8 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_batch_nodes = tree_batch_nodes
         self.tree_ladder = [list(tree) for tree in tree_ladder or ()]  # None: no ladder
         self.lookup_tokens = lookup_tokens
+        self.cpu_tree_widths = list(cpu_tree_widths) if isinstance(cpu_tree_widths, (list, tuple)) else cpu_tree_widths
+        self.cpu_lookup_tokens = cpu_lookup_tokens
         self.cross_attention_length_scale = cross_attention_length_scale
         self.target_entry_input = target_entry_input
         self.cross_attention_window = cross_attention_window
@@ -195,6 +206,14 @@ class LongSpecDraftConfig(PretrainedConfig):
         if not is_lookup_length(self.lookup_tokens):
             raise ValueError(f"lookup_tokens must be an int from 0 to {MAX_LOOKUP_TOKENS} (0: no prompt-lookup "
                              f"chain), got {self.lookup_tokens!r}")
+        cpu_tree = self.cpu_tree_widths
+        if cpu_tree is not None and (not isinstance(cpu_tree, list) or not cpu_tree or
+                                     any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in cpu_tree)):
+            raise ValueError(f"cpu_tree_widths must be None (tree_widths on a CPU too) or a non-empty list of positive "
+                             f"ints, got {cpu_tree!r}")
+        if self.cpu_lookup_tokens is not None and not is_lookup_length(self.cpu_lookup_tokens):
+            raise ValueError(f"cpu_lookup_tokens must be None (lookup_tokens on a CPU too) or an int from 0 to "
+                             f"{MAX_LOOKUP_TOKENS}, got {self.cpu_lookup_tokens!r}")
         scale = self.cross_attention_length_scale
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int) or scale < 1):
             raise ValueError(f"cross_attention_length_scale must be None (off) or a positive int (the key count "

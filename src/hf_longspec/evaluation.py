@@ -100,10 +100,18 @@ def held_out_prompts(tokenizer, lengths=(2048, 4096, 8000), kinds=("code", "pros
     return prompts
 
 
+def own_round(draft) -> dict:
+    """generate() options naming the draft config's own tree and chain (its GPU round), which a call on a CPU
+    replaces by the config's cpu_tree_widths and cpu_lookup_tokens unless it names them."""
+    return {"longspec_tree_widths": list(draft.config.tree_widths), "longspec_lookup_tokens": draft.config.lookup_tokens}
+
+
 @torch.no_grad()
 def measure_tau(target, draft, prompts, max_new_tokens: int = 64, **generate_kwargs) -> dict:
     """Greedy speculative generation on each prompt; tau = tokens emitted per verification round,
-    pooled over all prompts (and per prompt)."""
+    pooled over all prompts (and per prompt). The draft's own tree and chain unless the caller names
+    them, on every device: a config's CPU round (cpu_tree_widths) is a speed choice, not the draft's."""
+    generate_kwargs = {**own_round(draft), **generate_kwargs}
     rows, emitted, rounds = [], 0, 0
     for kind, length, ids in prompts:
         target.generate(ids, assistant_model=draft, max_new_tokens=max_new_tokens, do_sample=False, **generate_kwargs)

@@ -179,7 +179,8 @@ def longspec_generate(
     longspec_lookup_tokens: K > 0 adds a chain of K prompt-lookup tokens (copied from the committed text,
         generation/lookup.py) beside the draft's tree (K may exceed the tree's depth, up to 32); 0: the
         draft's tree alone. None (the default): the generation config's ``longspec_lookup_tokens`` if set,
-        else, greedy, the draft config's ``lookup_tokens`` cut to the node budget the tree leaves, and,
+        else, greedy, the draft config's ``lookup_tokens`` (on a CPU its ``cpu_lookup_tokens`` where set) cut
+        to the node budget the tree leaves, and,
         sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
         cost more than they gained on the H200).
     longspec_lookup_chains: 2 verifies a second chain of the same length beside the first (greedy only): the
@@ -210,10 +211,11 @@ def longspec_generate(
         node_budget(draft.config, model, input_ids.shape[0], generation_config.max_length)
     if draft._head_shard is not None:  # every rank must draft the same tree
         max_nodes = draft._head_shard.smallest(max_nodes, input_ids.device)
-    # the draft's own tree, or its ladder's under a tighter budget; trees the caller names are cut to it
-    # depth-first (a layout always drafts a node: widths and max_nodes are checked to be >= 1)
+    # the draft's own tree, or its ladder's under a tighter budget, or on a CPU the config's CPU tree; trees the
+    # caller names are cut to it depth-first (a layout always drafts a node: widths and max_nodes are checked >= 1)
+    on_cpu = input_ids.device.type == "cpu"
     layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size) if widths else \
-        tree_within(draft.config, max_nodes, draft.config.vocab_size)
+        tree_within(draft.config, max_nodes, draft.config.vocab_size, on_cpu)
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
@@ -226,7 +228,8 @@ def longspec_generate(
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
     else:  # the default: the draft config's for greedy (what the node budget leaves, shared by the chains)
-        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample, chains=chains)
+        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample, chains=chains,
+                                      on_cpu=on_cpu)
     layout = layout.with_lookup(lookup_tokens, chains)
     window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
 

@@ -18,6 +18,12 @@ cut to 32 nodes is 4-16-12: shallow). It drafts the largest tree of its ``tree_l
 trees chosen by held-out acceptance per node (configuration_longspec.DEFAULT_TREE_LADDER says which
 and what they measured). Trees the caller names (``longspec_tree_widths``) are cut depth-first, as
 they always were by the node caps.
+
+On a CPU none of this holds: every verified row is arithmetic (a forward over 2-8 new rows costs twice a
+one-row step, and more with every row after 8), and each draft depth re-runs the shared LM head. A draft
+config may name the round a CPU drafts instead (``cpu_tree_widths``, ``cpu_lookup_tokens``): a small tree
+and a chain, whose copied passages are the cheapest tokens a CPU verifies. The shipped draft does
+(docs/benchmarks.md, "The CPU's own round").
 """
 
 from __future__ import annotations
@@ -39,6 +45,13 @@ TREE_ATTENTION_SHARE = 0.5
 # 12.04 ms; its round 17.25 against 16.05 with one more draft depth, for tau 2.91 against 2.52,
 # H200 2026-12-01), while 17 rows (68) would open a second tile.
 PACKED_ROW_TILE = 64
+# The CPU's own round, which `hf-longspec train` writes into a draft's config as the shipped draft has it
+# (cpu_tree_widths, cpu_lookup_tokens). The best of six small rounds on the 2-core development CPU (float32,
+# 9 held-out 4000-token prompts of code, prose and non-English text, vanilla static in the same run): 1.89x
+# vanilla (geometric mean), 1-1-1-1 + 16 1.79x, the GPU round (4-16-16-16-16 + 32) 0.84x
+# (docs/benchmarks.md, "The CPU's own round").
+TRAINED_DRAFT_CPU_TREE_WIDTHS = (1, 1, 1)
+TRAINED_DRAFT_CPU_LOOKUP_TOKENS = 16
 
 
 def context_node_budget(target, context: int, batch: int = 1) -> int:
@@ -63,10 +76,13 @@ def node_budget(draft_config, target, batch: int, context: int) -> int:
     return min(caps)
 
 
-def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout:
+def tree_within(draft_config, budget: int | None, vocab_size: int, on_cpu: bool = False) -> TreeLayout:
     """The draft's own tree if it fits ``budget`` (None: any size), else the largest ladder tree that
     does, else the smallest one cut to the budget. Ladder trees deeper than the draft's own are never
-    used: its training drew noise shifts up to its own depth only."""
+    used: its training drew noise shifts up to its own depth only. ``on_cpu``: the config's
+    ``cpu_tree_widths`` where it sets them, cut to the budget depth-first."""
+    if on_cpu and draft_config.cpu_tree_widths:
+        return TreeLayout.plan(draft_config.cpu_tree_widths, budget, vocab_size)
     own = tuple(draft_config.tree_widths)
     ladder = [tuple(t) for t in getattr(draft_config, "tree_ladder", None) or ()]
     smaller = sorted((t for t in ladder if sum(t) < sum(own) and len(t) <= len(own)), key=sum, reverse=True)
@@ -77,11 +93,16 @@ def tree_within(draft_config, budget: int | None, vocab_size: int) -> TreeLayout
     return TreeLayout.plan(candidates[-1], budget, vocab_size)
 
 
-def lookup_within(draft_config, budget: int, tree: TreeLayout, sampled: bool = False, chains: int = 1) -> int:
-    """The default chain length: for greedy calls the draft config's, cut to the nodes ``budget`` leaves
-    after ``tree``, shared by ``chains`` chains of one length; for sampled ones none. Sampled rounds ran faster without it in every cell measured
+def lookup_within(draft_config, budget: int, tree: TreeLayout, sampled: bool = False, chains: int = 1,
+                  on_cpu: bool = False) -> int:
+    """The default chain length: for greedy calls the draft config's (``on_cpu``: its ``cpu_lookup_tokens``
+    where set), cut to the nodes ``budget`` leaves after ``tree``, shared by ``chains`` chains of one
+    length; for sampled ones none. Sampled rounds ran faster without it in every cell measured
     on the H200 (8.4-8.7 against 6.0-6.3 ms a round, no consistent gain in tau; docs/benchmarks.md):
     a sampled target repeats itself less, and a chain token is tried only after the draft's children."""
     if sampled:
         return 0
-    return max(0, min(draft_config.lookup_tokens, (budget - sum(tree.widths)) // chains))
+    wanted = draft_config.lookup_tokens
+    if on_cpu and draft_config.cpu_lookup_tokens is not None:
+        wanted = draft_config.cpu_lookup_tokens
+    return max(0, min(wanted, (budget - sum(tree.widths)) // chains))

@@ -109,7 +109,18 @@ def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:
         "num_anchor_tokens": config.num_anchor_tokens,
         "tree_widths": " ".join(map(str, config.tree_widths)),
         "lookup_tokens": getattr(config, "lookup_tokens", 0) or "none",
+        "cpu_round": _cpu_round(config),
     }
+
+
+def _cpu_round(config: LongSpecDraftConfig) -> str:
+    """The tree and chain a call on a CPU drafts (cpu_tree_widths, cpu_lookup_tokens), or "the same"."""
+    widths, chain = config.cpu_tree_widths, config.cpu_lookup_tokens
+    if widths is None and chain is None:
+        return "the same tree and chain"
+    tree = f"tree {' '.join(map(str, widths))}" if widths else "the same tree"
+    chain = "the same chain" if chain is None else f"a {chain}-token chain" if chain else "no chain"
+    return f"{tree}, {chain}"
 
 
 def _layer_label(config: LongSpecDraftConfig) -> str:
