@@ -98,15 +98,18 @@ def _last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _prefix_torch_flash(q, k, v, scale):
+def _flash_on_packed_rows(q, k, v, attend):
+    """A torch flash kernel over each KV head's packed query rows (B, Hkv, g*T, D): ``attend(rows, keys,
+    values)`` returns its (out, lse), unpacked here to the grouped layout (lse cut to the rows: CUDA pads it)."""
     num_kv_heads = k.shape[1]
     group, query_len = q.shape[1] // num_kv_heads, q.shape[2]
-    result = torch.ops.aten._scaled_dot_product_flash_attention(
-        _pack_rows(q, num_kv_heads), _last_dim_contiguous(k), _last_dim_contiguous(v), 0.0, False, False,
-        scale=scale,
-    )
-    out, lse = result[0], result[1]
+    out, lse = attend(_pack_rows(q, num_kv_heads), _last_dim_contiguous(k), _last_dim_contiguous(v))
     return out.unflatten(2, (group, query_len)), lse[..., : group * query_len].unflatten(2, (group, query_len))
+
+
+def _prefix_torch_flash(q, k, v, scale):
+    return _flash_on_packed_rows(q, k, v, lambda rows, keys, values: torch.ops.aten._scaled_dot_product_flash_attention(
+        rows, keys, values, 0.0, False, False, scale=scale)[:2])
 
 
 def _prefix_flash_attn(q, k, v, scale):
@@ -222,12 +225,8 @@ def _whole_prefix_off_cuda(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
     devices, or for head dims it does not take."""
     if q.device.type != "cpu" or k.shape[2] == 0 or not _flash_kernels_fit(q.shape[-1]):
         return grouped_attention_math(q, k, v, scale)
-    num_kv_heads = k.shape[1]
-    group, query_len = q.shape[1] // num_kv_heads, q.shape[2]
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        _pack_rows(q.float(), num_kv_heads), _last_dim_contiguous(k.float()), _last_dim_contiguous(v.float()), 0.0,
-        False, scale=scale)[:2]
-    return out.unflatten(2, (group, query_len)), lse.unflatten(2, (group, query_len))
+    return _flash_on_packed_rows(q.float(), k.float(), v.float(), lambda rows, keys, values: (
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(rows, keys, values, 0.0, False, scale=scale)[:2]))
 
 
 @torch.library.custom_op("hf_longspec::grouped_prefix_attention_window", mutates_args=())

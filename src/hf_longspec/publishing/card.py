@@ -115,11 +115,11 @@ def _draft_facts(folder: Path, config: LongSpecDraftConfig) -> dict:
 
 def _cpu_round(config: LongSpecDraftConfig) -> str:
     """The tree and chain a call on a CPU drafts (cpu_tree_widths, cpu_lookup_tokens), or "the same"."""
-    widths, chain = config.cpu_tree_widths, config.cpu_lookup_tokens
-    if widths is None and chain is None:
+    widths, tokens = config.cpu_tree_widths, config.cpu_lookup_tokens
+    if widths is None and tokens is None:
         return "the same tree and chain"
     tree = f"tree {' '.join(map(str, widths))}" if widths else "the same tree"
-    chain = "the same chain" if chain is None else f"a {chain}-token chain" if chain else "no chain"
+    chain = "the same chain" if tokens is None else f"a {tokens}-token chain" if tokens else "no chain"
     return f"{tree}, {chain}"
 
 
