@@ -138,10 +138,11 @@ def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured
     512-token prompt) changes what the draft proposes, never the output. Asked per call
     (longspec_cross_attention_window) it gives the rounds of a draft whose config has it, and leaves the config
     alone; 0 per call reads every entry whatever the config says. Setting the config on a draft that already
-    generated gives a decoder of its own (a captured round would still read every entry)."""
+    generated gives a decoder of its own (a captured round would still read the window it was captured with)."""
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     fresh, _ = load_draft_for(target, "embedded")
+    shipped = draft.config.cross_attention_window  # the shipped draft's own window (2048: the whole 512-token prompt)
     fresh.config.cross_attention_window = 64
     ids = torch.tensor([long_prompt_ids(tokenizer, 512, kind="prose", split="eval", seed=5)])
     reference = target.generate(ids, max_new_tokens=32, do_sample=False)
@@ -151,7 +152,7 @@ def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured
     assert torch.equal(target.generate(ids, assistant_model=draft, longspec_cross_attention_window=64, **options),
                        reference)
     per_call = draft.last_stats.round_lengths
-    assert draft.config.cross_attention_window is None
+    assert draft.config.cross_attention_window == shipped
     assert torch.equal(target.generate(ids, assistant_model=fresh, **options), reference)
     windowed = fresh.last_stats.round_lengths
     assert per_call == windowed and windowed != whole

@@ -134,7 +134,7 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     tau_curve.main(["--out", str(tmp_path), "--lengths", "96", "--kinds", "code", "chat", "--prompts", "1",
                     "--new-tokens", "12", "--check-exact", "--lookup-tokens", "0", "--cross-attention-window", "0"])
     # prose prompts: test_bench's workloads test; the draft's tree alone, so that certainty_strata.py (below) may
-    # read its rounds; a window of 0 (every entry, as the shipped draft reads) is asked per call, not set on the
+    # read its rounds; a window of 0 (every entry; the shipped draft's own is 2048) is asked per call, not set on the
     # draft's config, which refuses 0
     result = json.loads((tmp_path / "tau_curve.json").read_text())
     assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]

@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                      help="the draft reads only the target's first num_anchor_tokens cache entries and the newest W "
                           "(longspec_cross_attention_window; 0: every entry; default: the draft config's "
-                          "cross_attention_window, every entry for the shipped draft)")
+                          "cross_attention_window: 2048 for the shipped draft)")
     run.add_argument("--tree-widths", type=int, nargs="+", default=None, metavar="W",
                      help="the draft's tree, nodes per depth (longspec_tree_widths; default: the draft config's, "
                           "4 16 16 16 16 for the shipped draft, made for a GPU, where a tree's rows cost little; on a "
