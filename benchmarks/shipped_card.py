@@ -48,7 +48,10 @@ NOTES = [
     "0.05 of this one at 4k and 8k (code +0.009 +- 0.021, prose +0.018 +- 0.054, chat -0.050 +- 0.039). In the "
     "seeded ablation that chose this recipe (800 steps from the draft before it, two seeds, 36 prompts of 96 new "
     "tokens), it beat its start by +0.111 +- 0.042 (37 / 9) and the same fine-tune reading every entry by +0.018 "
-    "(20 / 13). Not yet measured with this draft: the default at 1k and 4k, documentation, and end-to-end speed.",
+    "(20 / 13). In float32 on the CPU (2026-12-05, the thirtieth session's 24 eval-split prompts of code, prose, "
+    "chat and non-English text at 2k-8k, 128 new tokens): the draft alone 3.99 against 3.94 for the draft before it "
+    "(paired +0.057 +- 0.033, better on 12, worse on 5), the default 8.87 against 8.56 (paired +0.31 +- 0.25, a "
+    "tie). Not yet measured with this draft: the default at 1k and 4k, documentation, and end-to-end speed.",
     "With the draft shipped before this one: non-English text and an essay (2026-12-04, twenty-eighth session, "
     "H200, the same tau_curve.py settings): 18 eval-split prompts of translated man pages and message catalogs (the "
     "development machine's, carried to the GPU machine), 2k-8k: 12.69 with the chain, 3.60 without "
