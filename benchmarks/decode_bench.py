@@ -6,6 +6,7 @@
     ... --methods vanilla_static longspec --drafts before=FOLDER       # also another draft, side by side
     ... --methods vanilla_static longspec --windows 2048               # also with a cross-attention window
     ... --methods vanilla_static longspec --chains 2                   # also with a second prompt-lookup chain
+    ... --methods vanilla_static longspec --rounds-only                # also without plain steps (a CPU's default)
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -23,6 +24,9 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   newest W entries (``longspec_cross_attention_window=W``; 0: every entry); the float32 check runs each W too.
 - longspec_chainsC: with ``--chains C ...``, the shipped decoder verifying C prompt-lookup chains
   (``longspec_lookup_chains=C``); the float32 check runs each C too.
+- longspec_rounds_only: with ``--rounds-only``, the shipped decoder with ``longspec_plain_steps=False``: on a CPU,
+  where the shipped config lets a call take plain steps while rounds lose (generation/plain_steps.py), what they
+  change; elsewhere the same call as longspec.
 - longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
   chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt
   (the float32 check runs the shipped draft only).
@@ -146,8 +150,8 @@ def float32_exactness(workloads, args) -> list[dict]:
 
 
 def variant_methods(args) -> dict[str, dict]:
-    """The methods ``--lookups``, ``--windows``, ``--chains`` and ``--trees`` add: the shipped draft with one
-    option changed."""
+    """The methods ``--lookups``, ``--windows``, ``--chains``, ``--rounds-only`` and ``--trees`` add: the shipped
+    draft with one option changed."""
     methods = {}
     for tokens in args.lookups:
         methods[f"longspec_lookup{tokens}"] = {"assistant_model": True, "longspec_lookup_tokens": tokens}
@@ -155,6 +159,8 @@ def variant_methods(args) -> dict[str, dict]:
         methods[f"longspec_window{window}"] = {"assistant_model": True, "longspec_cross_attention_window": window}
     for chains in args.chains:
         methods[f"longspec_chains{chains}"] = {"assistant_model": True, "longspec_lookup_chains": chains}
+    if args.rounds_only:
+        methods["longspec_rounds_only"] = {"assistant_model": True, "longspec_plain_steps": False}
     for spec in args.trees:
         widths, chain = parse_tree(spec)
         methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": widths,
@@ -196,6 +202,8 @@ def main():
                              "target cache's anchors and newest W entries; 0: every entry)")
     parser.add_argument("--chains", type=int, nargs="*", default=[], metavar="C",
                         help="prompt-lookup chains per round, each a method longspec_chainsC (longspec_lookup_chains)")
+    parser.add_argument("--rounds-only", action="store_true",
+                        help="also the method longspec_rounds_only: the shipped decoder without plain steps")
     args = parser.parse_args()
     for spec in args.trees:
         try:
@@ -247,7 +255,8 @@ def main():
                     record.update(length=length, kind=w.kind, prompt=w.index, source=w.source, repeat=repeat)
                     records.append(record)
                     print(f"{length} {w.name} r{repeat} {method}: {record['decode_tokens_per_s']:.1f} tok/s"
-                          + (f" tau {record['stats']['tau']:.2f}" if "stats" in record else ""), flush=True)
+                          + (f" tau {record['stats']['tau']:.2f} plain steps {record['stats']['plain_steps']}"
+                             if "stats" in record else ""), flush=True)
 
     rows = []
     weights = weight_bytes(target)

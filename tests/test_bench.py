@@ -259,11 +259,13 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     import argparse
 
     bench = load_script("benchmarks/decode_bench.py")
-    args = argparse.Namespace(lookups=[16], windows=[8, 0], chains=[2], trees=["2-2"])
+    args = argparse.Namespace(lookups=[16], windows=[8, 0], chains=[2], trees=["2-2"], rounds_only=True)
     variants = bench.variant_methods(args)
     assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_chains2",
-                              "longspec_tree_2-2"]
+                              "longspec_rounds_only", "longspec_tree_2-2"]
     assert variants["longspec_chains2"] == {"assistant_model": True, "longspec_lookup_chains": 2}
+    # --rounds-only (thirty-ninth session): the shipped decoder without plain steps, beside the default
+    assert variants["longspec_rounds_only"] == {"assistant_model": True, "longspec_plain_steps": False}
     assert variants["longspec_window8"] == {"assistant_model": True, "longspec_cross_attention_window": 8}
     target, draft = perturbed_pair(widths=(2, 2))
     eager = {"longspec_cuda_graphs": False, "longspec_compile": False}
@@ -288,7 +290,8 @@ def test_decode_bench_times_a_tree_with_a_chain_length_of_its_own(monkeypatch, c
     import argparse
 
     bench = load_script("benchmarks/decode_bench.py")
-    variants = bench.variant_methods(argparse.Namespace(lookups=[], windows=[], chains=[], trees=["1-1-1-1+16", "2-2"]))
+    variants = bench.variant_methods(argparse.Namespace(lookups=[], windows=[], chains=[], trees=["1-1-1-1+16", "2-2"],
+                                                        rounds_only=False))
     assert variants == {
         "longspec_tree_1-1-1-1+16": {"assistant_model": True, "longspec_tree_widths": [1, 1, 1, 1],
                                      "longspec_lookup_tokens": 16},

@@ -545,8 +545,8 @@ def test_entry_input_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp
 
 
 def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(tmp_path):
-    """A new draft from `hf-longspec train` sets lookup_tokens 32 in its config, and the CPU round 1-1-1 + 16, as
-    the shipped draft does (with 0, the class default, generate verifies the tree alone: less than half the
+    """A new draft from `hf-longspec train` sets lookup_tokens 32 in its config, and the CPU round 1-1-1 + 16 with
+    plain steps, as the shipped draft does (with 0, the class default, generate verifies the tree alone: less than half the
     shipped decoder's tau);
     --lookup-tokens sets another, on a new draft or a continued one, whose own is kept otherwise."""
     from hf_longspec.cli import build_parser, draft_overrides
@@ -555,7 +555,8 @@ def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(t
     target = tiny_llama(vocab_size=257, hidden_size=32, layers=2, max_positions=1024)
     parse = build_parser().parse_args
     made = new_draft(target, TrainRecipe(output_dir="")).config
-    assert (made.lookup_tokens, made.cpu_tree_widths, made.cpu_lookup_tokens) == (32, [1, 1, 1], 16)  # the shipped's
+    assert (made.lookup_tokens, made.cpu_tree_widths, made.cpu_lookup_tokens, made.cpu_plain_steps) == \
+        (32, [1, 1, 1], 16, True)  # the shipped's
     asked_none = draft_overrides(parse(["train", "--output", "x", "--lookup-tokens", "0"]))
     assert asked_none == {"lookup_tokens": 0}
     assert new_draft(target, TrainRecipe(output_dir="", draft_overrides=asked_none)).config.lookup_tokens == 0

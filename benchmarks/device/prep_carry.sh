@@ -7,7 +7,7 @@
 #                        with them, so the wheel is cut again into 20 MiB parts: each call then leaves
 #                        46 MB for the tracked files; 24 MiB parts stopped fitting at 42.5 MB, in the
 #                        thirty-fifth session)
-#   .carry/ust/ust.tgz   this machine's train split of man pages and translations, which the GPU machine
+#   .carry/ust/ust.tgz   (and its halves .carry/ust1, .carry/ust2) this machine's train split of man pages and translations, which the GPU machine
 #                        lacks (train_text_env.sh and x2_train_long.sh unpack it into /tmp/call10);
 #                        the same pack as every run since the thirteenth session, so a resumed run reads
 #                        the same text
@@ -30,6 +30,12 @@ if [ ! -f .carry/ust/ust.tgz ]; then
   mkdir -p .carry/ust
   tar czf .carry/ust/ust.tgz -C .carry usr_share_train
 fi
+# the same pack in two halves (since the thirty-ninth session the tracked files leave too little room for ust.tgz
+# whole): carry [".carry/ust1"]: `mkdir -p /tmp/u && cp .carry/ust1/* /tmp/u/`, then carry [".carry/ust2"]:
+# `cp .carry/ust2/* /tmp/u/ && mkdir -p /tmp/call10 && cat /tmp/u/ustpart-* | tar xz -C /tmp/call10`
+rm -rf .carry/ust1 .carry/ust2 && mkdir -p .carry/ust1 .carry/ust2
+split -b 11M .carry/ust/ust.tgz .carry/ust1/ustpart-
+mv .carry/ust1/ustpart-ab .carry/ust2/
 # .carry/b/before: the draft shipped before the shipped one (the folder as it was just before the last commit
 # that changed its weights; since the twenty-seventh session, stage 5 of the first lineage), for an end-to-end
 # run of both side by side: decode_bench.py --drafts before=FOLDER

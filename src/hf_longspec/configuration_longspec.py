@@ -110,6 +110,10 @@ class LongSpecDraftConfig(PretrainedConfig):
       draft's own tree and chain on every device. The shipped SmolLM2 draft and every draft
       `hf-longspec train` makes set [1, 1, 1] and 16 (docs/benchmarks.md, "The CPU's own round"); the
       class keeps None, as it keeps lookup_tokens 0.
+    - cpu_plain_steps: whether a call on a CPU may take plain one-token steps while they deliver more tokens per
+      second than rounds (generation/plain_steps.py; ``longspec_plain_steps`` per call). On a CPU a round costs
+      2-3 plain steps at 8k, so where the draft keeps missing, rounds are slower than not speculating. The
+      shipped SmolLM2 draft sets True; the class keeps False, so a draft built by hand runs rounds only.
     """
 
     model_type = "longspec_draft"
@@ -141,6 +145,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         lookup_tokens: int = 0,
         cpu_tree_widths: list[int] | tuple[int, ...] | None = None,
         cpu_lookup_tokens: int | None = None,
+        cpu_plain_steps: bool = False,
         cross_attention_length_scale: int | None = None,
         target_entry_input: bool = False,
         cross_attention_window: int | None = None,
@@ -173,6 +178,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.lookup_tokens = lookup_tokens
         self.cpu_tree_widths = list(cpu_tree_widths) if isinstance(cpu_tree_widths, (list, tuple)) else cpu_tree_widths
         self.cpu_lookup_tokens = cpu_lookup_tokens
+        self.cpu_plain_steps = cpu_plain_steps
         self.cross_attention_length_scale = cross_attention_length_scale
         self.target_entry_input = target_entry_input
         self.cross_attention_window = cross_attention_window
@@ -214,6 +220,9 @@ class LongSpecDraftConfig(PretrainedConfig):
         if self.cpu_lookup_tokens is not None and not is_lookup_length(self.cpu_lookup_tokens):
             raise ValueError(f"cpu_lookup_tokens must be None (lookup_tokens on a CPU too) or an int from 0 to "
                              f"{MAX_LOOKUP_TOKENS}, got {self.cpu_lookup_tokens!r}")
+        if not isinstance(self.cpu_plain_steps, bool):
+            raise ValueError(f"cpu_plain_steps must be True or False (whether a call on a CPU may take plain steps "
+                             f"where rounds lose), got {self.cpu_plain_steps!r}")
         scale = self.cross_attention_length_scale
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int) or scale < 1):
             raise ValueError(f"cross_attention_length_scale must be None (off) or a positive int (the key count "

@@ -51,7 +51,9 @@ class RunReport:
             f"LongSpec generate: {self.longspec_seconds:7.2f} s total, {longspec:8.2f} tokens/s after prefill",
             f"speedup after prefill: {longspec / vanilla:.2f}x   tau (tokens per target forward): {self.stats['tau']:.2f}"
             f"   rounds: {self.stats['rounds']}"
-            + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else ""),
+            + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else "")
+            + (f"   plain steps (one token each, where rounds lost; not in tau): {self.stats['plain_steps']}"
+               if self.stats.get("plain_steps") else ""),
             self.tree_line(),
             f"accepted length histogram: {self.stats['accepted_length_histogram']}",
             f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}"

@@ -102,8 +102,10 @@ def held_out_prompts(tokenizer, lengths=(2048, 4096, 8000), kinds=("code", "pros
 
 def own_round(draft) -> dict:
     """generate() options naming the draft config's own tree and chain (its GPU round), which a call on a CPU
-    replaces by the config's cpu_tree_widths and cpu_lookup_tokens unless it names them."""
-    return {"longspec_tree_widths": list(draft.config.tree_widths), "longspec_lookup_tokens": draft.config.lookup_tokens}
+    replaces by the config's cpu_tree_widths and cpu_lookup_tokens unless it names them, and rounds only (a
+    call on a CPU may otherwise take plain steps where rounds lose): tau measures the draft, not a speed choice."""
+    return {"longspec_tree_widths": list(draft.config.tree_widths), "longspec_lookup_tokens": draft.config.lookup_tokens,
+            "longspec_plain_steps": False}
 
 
 @torch.no_grad()

@@ -64,6 +64,29 @@ def cross_attention_window_for(draft, generation_config, requested) -> int | Non
     return requested or None
 
 
+def plain_steps_for(draft, generation_config, requested, on_cpu: bool, on_host: bool) -> bool:
+    """Whether a call may take plain one-token steps where rounds deliver fewer tokens per second
+    (plain_steps.py): ``longspec_plain_steps``, else the generation config's, else, on a CPU, the draft config's
+    ``cpu_plain_steps`` (off on other devices, where a replayed round costs about a plain step). Refused where
+    rounds walk the tree on the host, and for a tensor-parallel target, whose ranks must all choose alike but
+    time their steps apart."""
+    requested, name = asked(generation_config, "longspec_plain_steps", requested)
+    if requested is None:
+        return on_cpu and draft.config.cpu_plain_steps and not on_host and draft._head_shard is None
+    if not isinstance(requested, bool):
+        raise UnsupportedGenerationError(
+            f"{name}={requested!r}; allowed: True, False or None (on a CPU, the draft config's cpu_plain_steps).")
+    if requested and on_host:
+        raise UnsupportedGenerationError(
+            f"{name}=True with logits processors other than temperature, top-k, top-p and min-p, or with "
+            "output_scores / output_logits; allowed there: False (such rounds walk the tree on the host).")
+    if requested and draft._head_shard is not None:
+        raise UnsupportedGenerationError(
+            f"{name}=True with a tensor-parallel target; allowed there: False (each rank times its own steps, and "
+            "all must choose alike).")
+    return requested
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""

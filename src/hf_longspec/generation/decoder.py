@@ -146,27 +146,29 @@ class LongSpecDecoder:
         self.active.copy_(torch.tensor(rows, dtype=torch.bool))
 
     # ------------------------------------------------------------------ the round, device only
-    def _verify_forward(self) -> torch.Tensor:
-        """One target forward over every tree node; returns logits (B, N, V)."""
+    def _verify_forward(self, nodes: int | None = None) -> torch.Tensor:
+        """One target forward over the tree's first ``nodes`` nodes (None: every node; 1: the root alone, a plain
+        step); returns logits (B, nodes, V)."""
+        n = self.layout.num_nodes if nodes is None else nodes
         lengths, tree = self.cache.lengths, self.tree
-        self.cache.write_positions.copy_(lengths[:, None] + self.node_steps)
-        positions = lengths[:, None] + self.node_depths
+        ancestors = tree.ancestors if n == self.layout.num_nodes else tree.ancestors[:, :n, :n]
+        self.cache.write_positions[:, :n].copy_(lengths[:, None] + self.node_steps[:, :n])
+        positions = lengths[:, None] + self.node_depths[:, :n]
         if self.verify_mode == "hybrid":
             extra = {
-                "attention_mask": tree.ancestors[:, None],  # a 4D placeholder: transformers builds no mask
-                TREE_MASK_KWARG: tree.ancestors,
+                "attention_mask": ancestors[:, None],  # a 4D placeholder: transformers builds no mask
+                TREE_MASK_KWARG: ancestors,
                 PREFIX_LENGTHS_KWARG: lengths,
             }
         else:  # reference mode: the target's own eager/sdpa attention with a full 4D mask over the buffer
             slots = torch.arange(self.capacity, device=self.device)[None, None, :]
             offset = slots - lengths[:, None, None]  # (B, 1, C): slot's tree node id, if in the tree
-            in_tree = (offset >= 0) & (offset < self.layout.num_nodes)
-            tree_part = tree.ancestors.gather(
-                2, offset.clamp(0, self.layout.num_nodes - 1).expand(-1, self.layout.num_nodes, -1))
+            in_tree = (offset >= 0) & (offset < n)
+            tree_part = ancestors.gather(2, offset.clamp(0, n - 1).expand(-1, n, -1))
             visible = (offset < 0) | (in_tree & tree_part)
             additive = torch.zeros(visible.shape, dtype=self.dtype, device=self.device)
             extra = {"attention_mask": additive.masked_fill_(~visible, torch.finfo(self.dtype).min)[:, None]}
-        out = self.target(input_ids=tree.tokens, position_ids=positions, logits_to_keep=0, **extra,
+        out = self.target(input_ids=tree.tokens[:, :n], position_ids=positions, logits_to_keep=0, **extra,
                           **self._cache_kwargs)
         return out.logits
 
@@ -213,6 +215,33 @@ class LongSpecDecoder:
         self.result[:, 0] = paths.accepted
         self.result[:, 1] = paths.non_chain.long() + (2 * paths.lookup.long() if paths.lookup is not None else 0)
         self.result[:, 2:] = paths.emitted
+
+    @torch.no_grad()
+    def plain_step(self) -> None:
+        """One token per row without speculating, as vanilla decoding takes it: the target's forward over the
+        root alone, its next token (argmax, or sampled through the decoder's warpers) the new root. The root is
+        committed to the target cache, the draft's ring and the lookup history as a round commits it, so a
+        round can follow at once. Writes ``self.result`` as a round whose draft proposed nothing, its second
+        column 2 where the lookup chain's first token was the one taken (the chain is copying: a round would
+        have taken its run at once)."""
+        self.tree.tokens[:, 0] = self.root_tokens
+        self.tree.ancestors[:, 0, 0] = True
+        guessed = self.lookup.propose(self.cache.lengths, self.root_tokens) if self.lookup is not None else None
+        logits = self._verify_forward(nodes=1)[:, 0].float()
+        if self.warpers is None:
+            following = logits.argmax(-1)
+        else:
+            following = torch.multinomial(torch.softmax(self.warpers(None, logits), -1), 1)[:, 0]
+        one = torch.ones_like(self.cache.lengths)
+        self._commit(torch.zeros_like(self.result[:, :1]), one, following)
+        self.result[:, 0] = one
+        self.result[:, 1] = 0 if guessed is None else 2 * (guessed[1][:, 0] & (guessed[0][:, 0] == following)).long()
+        self.result[:, 2] = following
+
+    def run_plain_step(self) -> torch.Tensor:
+        """``plain_step`` eagerly (never captured); returns the packed result on the host, as ``run_round``."""
+        self.plain_step()
+        return self.result.cpu()
 
     def run_round(self) -> torch.Tensor:
         """One device round; on CUDA a graph replay (captured after one eager warm-up round).

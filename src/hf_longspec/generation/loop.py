@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import torch
 
@@ -16,9 +17,10 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for
+from .checks import asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for, plain_steps_for
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
+from .plain_steps import PlainStepPolicy
 from .stats import LongSpecStats
 from .roofline import latency_bound
 from .sampled_accept import DeviceWarpers
@@ -166,6 +168,7 @@ def longspec_generate(
     longspec_lookup_tokens: int | None = None,
     longspec_lookup_chains: int | None = None,
     longspec_cross_attention_window: int | None = None,
+    longspec_plain_steps: bool | None = None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
     longspec_compile: bool | None = None,
@@ -189,6 +192,12 @@ def longspec_generate(
         ``num_anchor_tokens`` first entries and its newest W (as it trained on W-token sequences); 0: every
         committed entry (the method). None (the default): the generation config's, else the draft config's
         ``cross_attention_window``. Proposals change, the output does not.
+    longspec_plain_steps: True lets the call take plain one-token steps (no drafting, the target's forward over
+        one token) while they deliver more tokens per second than rounds, with a round now and then to see
+        whether the draft hits again (plain_steps.py); False: rounds only. None (the default): the generation
+        config's, else, on a CPU (where a round at 8k costs 2-3 plain steps), the draft config's
+        ``cpu_plain_steps``; off on other devices. The output does not change; ``draft.last_stats.plain_steps``
+        counts them.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -232,6 +241,7 @@ def longspec_generate(
                                       on_cpu=on_cpu)
     layout = layout.with_lookup(lookup_tokens, chains)
     window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
+    plain_steps = plain_steps_for(draft, generation_config, longspec_plain_steps, on_cpu, on_host)
 
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
@@ -283,7 +293,8 @@ def longspec_generate(
                 decoder = _decoder_for(draft, layout, generation_config, longspec_verify_attention, longspec_cuda_graphs,
                                        do_sample, on_host, longspec_compile, input_ids, warpers, window)
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
-                       emitters, stats, on_host, processors, do_sample, keep_scores)
+                       emitters, stats, on_host, processors, do_sample, keep_scores,
+                       PlainStepPolicy() if plain_steps else None)
     finally:
         if decoder is not None:
             decoder.busy = False
@@ -339,9 +350,10 @@ def _right_padded(sequences: list[torch.Tensor], generation_config) -> torch.Ten
 
 def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cache, export_cache, first,
                emitters: list[_Emitter], stats: LongSpecStats, on_host: bool, processors, do_sample: bool,
-               keep_scores: bool) -> None:
+               keep_scores: bool, policy: PlainStepPolicy | None = None) -> None:
     """Rounds until every row stops. ``prefill_cache`` None: the prompt is already in the decoder's cache.
-    ``export_cache``: the cache to hand the committed KV back in (None: nobody reads it)."""
+    ``export_cache``: the cache to hand the committed KV back in (None: nobody reads it). ``policy``: when to
+    take a plain step instead of a round (device rounds only)."""
     # a row never holds more tokens than its emitter's buffer (generate's max_length, prompt included)
     decoder.start(input_ids, prefill_cache, first, attention_mask, max_length=emitters[0].ids.shape[1])
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
@@ -358,10 +370,13 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                 paths = decoder.round_on_host(drafter, verifier, [e.sequence for e in emitters], active)
                 rows = [(row, path.tokens, *_host_path_kinds(decoder, path.accepted_nodes, row), path.scores, path.logits)
                         for row, path in enumerate(paths) if path is not None]
-            else:  # the packed result's second column: non_chain + 2 * (lookup chain kept)
-                result = decoder.run_round().tolist()
-                rows = [(row, r[2 : 2 + r[0]], r[1] & 1, r[1] >> 1, None, None)
-                        for row, r in enumerate(result) if active[row]]
+            else:
+                plain, rows = _device_step(decoder, policy, active)
+                if plain:  # its tokens are the target's own, but no round's: not in tau
+                    for row, tokens, *_ in rows:
+                        emitters[row].emit(tokens)
+                        stats.plain_steps += 1
+                    rows = []
             for row, tokens, non_chain, lookup, scores, logits in rows:
                 emitted = emitters[row].emit(tokens, scores or None, logits or None)
                 stats.rounds += 1
@@ -386,6 +401,22 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         stats.capture_seconds = decoder.capture_seconds
     if not had_warm_up:
         stats.warmup_seconds = decoder.warmup_seconds
+
+
+def _device_step(decoder: LongSpecDecoder, policy: PlainStepPolicy | None, active: list[bool]) -> tuple[bool, list]:
+    """A device round, or a plain step where the policy takes one: (plain, the active rows' (row, tokens, non_chain,
+    lookup chain kept, None, None)). The packed result's second column is non_chain + 2 * (lookup chain kept); a
+    plain step sets its lookup bit where the chain guessed its token, which the policy reads."""
+    plain = policy is not None and policy.plain_next()
+    # a round that warms up or captures the decoder says nothing of the next one's time
+    timed = decoder.warmup_seconds is not None and (decoder._graph is not None or not decoder.use_cuda_graphs)
+    begin = time.perf_counter()
+    result = (decoder.run_plain_step() if plain else decoder.run_round()).tolist()
+    rows = [(row, r[2 : 2 + r[0]], r[1] & 1, r[1] >> 1, None, None) for row, r in enumerate(result) if active[row]]
+    if policy is not None:
+        policy.record(plain, sum(len(row[1]) for row in rows), time.perf_counter() - begin, timed,
+                      chain_hit=any(row[3] for row in rows))
+    return plain, rows
 
 
 def _host_path_kinds(decoder: LongSpecDecoder, accepted_nodes: list[int], row: int = 0) -> tuple[bool, bool]:

@@ -29,6 +29,7 @@ class LongSpecStats:
     cross_attention_window: int | None = None  # newest target entries the draft read besides its anchors (None: all)
     tree_widths: tuple[int, ...] = ()  # the tree the call drafted, nodes per depth (after any node budget)
     lookup_tokens: int = 0  # the prompt-lookup chain's length beside it (0: none)
+    plain_steps: int = 0  # one-token steps taken instead of rounds, per row (longspec_plain_steps); not in tau
 
     @property
     def tau(self) -> float:
@@ -58,4 +59,5 @@ class LongSpecStats:
             "cross_attention_window": self.cross_attention_window,
             "tree_widths": list(self.tree_widths),
             "lookup_tokens": self.lookup_tokens,
+            "plain_steps": self.plain_steps,
         }

@@ -267,7 +267,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     override the direct read of the newest target entry, an `extra_target_layer_indices` override on a draft
     that reads one layer its reads of those layers too (training/widen.py). A target_layer_index override
     must name the layer the draft reads (-1 or its number). A `lookup_tokens` override sets the chain it decodes with,
-    `cpu_tree_widths` and `cpu_lookup_tokens` the round it drafts on a CPU, a `cross_attention_window` override
+    `cpu_tree_widths`, `cpu_lookup_tokens` and `cpu_plain_steps` how it decodes on a CPU, a `cross_attention_window` override
     the window it reads, in training and after."""
     from ..embedded import embedded_draft_dir
 
@@ -283,7 +283,7 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         overrides.pop("target_entry_input")
     if "extra_target_layer_indices" in overrides:  # new query blocks, computing the same at first
         draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
-    decoding = ("lookup_tokens", "cpu_tree_widths", "cpu_lookup_tokens", "cross_attention_window")
+    decoding = ("lookup_tokens", "cpu_tree_widths", "cpu_lookup_tokens", "cpu_plain_steps", "cross_attention_window")
     for name in decoding:  # what it decodes with or reads, not a weight:
         if name in overrides:  # a continued draft takes the one asked for (a window: fine-tuned to read it)
             setattr(draft.config, name, overrides.pop(name))
@@ -307,13 +307,14 @@ def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     """An untrained draft for `target` with the recipe's overrides, its weights drawn from `recipe.seed`:
     the Trainer seeds only after the draft exists, so they would otherwise come from whatever state
     torch's global generator happened to be in. Its config verifies the prompt-lookup chain beside the tree,
-    and names the small round a CPU drafts, as the shipped draft's does, unless the overrides say otherwise:
+    and names the small round a CPU drafts and its plain steps, as the shipped draft's does, unless the overrides
+    say otherwise:
     a draft a user trains decodes like the shipped one."""
     from ..generation.lookup import TRAINED_DRAFT_LOOKUP_TOKENS
     from ..generation.tree_budget import TRAINED_DRAFT_CPU_LOOKUP_TOKENS, TRAINED_DRAFT_CPU_TREE_WIDTHS
 
     decoding = {"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS, "cpu_tree_widths": list(TRAINED_DRAFT_CPU_TREE_WIDTHS),
-                "cpu_lookup_tokens": TRAINED_DRAFT_CPU_LOOKUP_TOKENS}
+                "cpu_lookup_tokens": TRAINED_DRAFT_CPU_LOOKUP_TOKENS, "cpu_plain_steps": True}
     device = target.get_input_embeddings().weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(recipe.seed)
