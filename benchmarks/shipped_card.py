@@ -76,6 +76,12 @@ NOTES = [
     "--repeats 2 --methods vanilla_static longspec --windows 2048 --fp32-prompts 0, same day): the default 7.61x / "
     "5.96x / 5.48x vanilla static (compiled, same run) on code / prose / docs, and the window a tie with it (0.997x, "
     "geometric mean of 18 prompts; a replayed round at 8k costs 0.4% more).",
+    "On a CPU (its config's cpu_plain_steps: true), a call takes plain one-token steps while they deliver more "
+    "tokens per second than rounds, with a round now and then and at once when the lookup chain starts guessing; "
+    "the output does not change (generate(..., longspec_plain_steps=False) runs rounds only). On the 2-core "
+    "development CPU in float32 (2026-12-05, thirty-ninth session; benchmarks/decode_bench.py --rounds-only, same "
+    "run): 8k prose 1.37x rounds only (0.65x to 0.90x vanilla static), 8k code 1.03x, 4k code, prose and non-English "
+    "1.06x, 1.01x and 1.10x.",
     "Sampling (do_sample=True with temperature, top-k, top-p or min-p) verifies the tree alone by default and "
     "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, with the "
     "draft shipped before this one (2026-12-04; benchmarks/decode_bench.py --lengths 4096 8000 --prompts 2 "
