@@ -151,7 +151,7 @@ class LongSpecDecoder:
         step); returns logits (B, nodes, V)."""
         n = self.layout.num_nodes if nodes is None else nodes
         lengths, tree = self.cache.lengths, self.tree
-        ancestors = tree.ancestors if n == self.layout.num_nodes else tree.ancestors[:, :n, :n]
+        ancestors = tree.ancestors[:, :n, :n]
         self.cache.write_positions[:, :n].copy_(lengths[:, None] + self.node_steps[:, :n])
         positions = lengths[:, None] + self.node_depths[:, :n]
         if self.verify_mode == "hybrid":
