@@ -6,6 +6,7 @@
 # 8000-token ones (--suffix-of 8000), so they pair with the record. After parking a, a2, a3, a4 and unpacking ust
 # (device README):
 #   carry [".carry/b"]: bash benchmarks/device/call38_ship_cells.sh
+# DRAFT=FOLDER measures that draft instead of the shipped one (fortieth session).
 set -u
 START=$SECONDS
 source benchmarks/device/train_text_env.sh
@@ -15,7 +16,7 @@ trap 'tar czf "$OUT/call38.tgz" -C /tmp c38' EXIT
 cell() {
   local name=$1; shift
   timeout -k 5 "${LIMIT:-200}" python benchmarks/tau_curve.py --out "$D/$name" --align end --prompts 24 \
-    --new-tokens 128 --no-compile --suffix-of 8000 "$@" > "$D/$name.log" 2>&1 &
+    --new-tokens 128 --no-compile --suffix-of 8000 ${DRAFT:+--draft "$DRAFT"} "$@" > "$D/$name.log" 2>&1 &
 }
 for kind in code prose chat; do
   cell "dec_$kind" --lookup-tokens 32 --lengths 1024 4096 --kinds "$kind"
