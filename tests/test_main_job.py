@@ -13,6 +13,17 @@ def test_the_main_job_takes_a_cross_attention_window_and_stays_exact(embedded, m
     printed = capsys.readouterr().out
     assert "draft: shipped SmolLM2 draft (reading the target's first 4 and newest 64 cache entries)" in printed
     assert "tree: 1-1-1 nodes per depth, and a 16-token prompt-lookup chain\n" in printed  # the draft's CPU round
+    assert "plain steps (one token each, where rounds lost; not in tau):" in printed  # the config's, on a CPU
+    assert "output identical to vanilla greedy: yes" in printed
+
+
+def test_the_main_job_turns_plain_steps_off(embedded, monkeypatch, capsys):
+    """`hf-longspec run --no-plain-steps` reaches generate as longspec_plain_steps=False: the call runs rounds only,
+    its report has no plain-step count, and its output is still vanilla greedy's."""
+    monkeypatch.setattr(demo, "load_embedded_target", lambda device=None, dtype=None: embedded)
+    assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12", "--no-plain-steps"]) == 0
+    printed = capsys.readouterr().out
+    assert "plain steps" not in printed
     assert "output identical to vanilla greedy: yes" in printed
 
 

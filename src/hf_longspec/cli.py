@@ -116,7 +116,8 @@ def cmd_run(args) -> int:
     check_tree_options(args.tree_widths, None, widths_name="--tree-widths")  # generate's own rule, before loading
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
-                          args.dtype, args.lookup_tokens, args.cross_attention_window, args.tree_widths)
+                          args.dtype, args.lookup_tokens, args.cross_attention_window, args.tree_widths,
+                          args.plain_steps)
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
 
@@ -224,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the draft's tree, nodes per depth (longspec_tree_widths; default: the draft config's, "
                           "4 16 16 16 16 for the shipped draft, made for a GPU, where a tree's rows cost little; on a "
                           "CPU, where every row costs, its cpu_tree_widths, 1 1 1 for the shipped draft)")
+    run.add_argument("--plain-steps", action=argparse.BooleanOptionalAction, default=None,
+                     help="let the call take one-token steps while rounds deliver fewer tokens per second "
+                          "(longspec_plain_steps; default: on a CPU the draft config's cpu_plain_steps, true for the "
+                          "shipped draft; off on a GPU)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

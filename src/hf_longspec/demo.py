@@ -53,7 +53,7 @@ class RunReport:
             f"   rounds: {self.stats['rounds']}"
             + (f"   kept the lookup chain: {self.stats['lookup_commits']}" if self.stats.get("lookup_commits") else "")
             + (f"   plain steps (one token each, where rounds lost; not in tau): {self.stats['plain_steps']}"
-               if self.stats.get("plain_steps") else ""),
+               if self.stats.get("plain_steps_allowed") or self.stats.get("plain_steps") else ""),
             self.tree_line(),
             f"accepted length histogram: {self.stats['accepted_length_histogram']}",
             f"output identical to vanilla greedy: {'yes' if self.identical else 'NO'}"
@@ -94,7 +94,7 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
                  lookup_tokens: int | None = None, cross_attention_window: int | None = None,
-                 tree_widths: list[int] | None = None) -> RunReport:
+                 tree_widths: list[int] | None = None, plain_steps: bool | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
@@ -102,7 +102,8 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     common = dict(max_new_tokens=max_new_tokens, do_sample=False)
     target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)
     speculation = dict(assistant_model=drafter, longspec_lookup_tokens=lookup_tokens,
-                       longspec_cross_attention_window=cross_attention_window, longspec_tree_widths=tree_widths)
+                       longspec_cross_attention_window=cross_attention_window, longspec_tree_widths=tree_widths,
+                       longspec_plain_steps=plain_steps)
     target.generate(ids[:, :64], max_new_tokens=8, do_sample=False, **speculation)
     _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)

@@ -246,7 +246,7 @@ def longspec_generate(
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
     stats = LongSpecStats(prompt_tokens=input_ids.shape[1], cross_attention_window=window, tree_widths=layout.widths,
-                          lookup_tokens=layout.lookup)
+                          lookup_tokens=layout.lookup, plain_steps_allowed=plain_steps)
     draft.last_stats = stats
     streamer = longspec_streamer
     if streamer is not None:

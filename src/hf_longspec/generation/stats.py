@@ -30,6 +30,7 @@ class LongSpecStats:
     tree_widths: tuple[int, ...] = ()  # the tree the call drafted, nodes per depth (after any node budget)
     lookup_tokens: int = 0  # the prompt-lookup chain's length beside it (0: none)
     plain_steps: int = 0  # one-token steps taken instead of rounds, per row (longspec_plain_steps); not in tau
+    plain_steps_allowed: bool = False  # whether the call could take them (asked for, or the config's on a CPU)
 
     @property
     def tau(self) -> float:
@@ -60,4 +61,5 @@ class LongSpecStats:
             "tree_widths": list(self.tree_widths),
             "lookup_tokens": self.lookup_tokens,
             "plain_steps": self.plain_steps,
+            "plain_steps_allowed": self.plain_steps_allowed,
         }
