@@ -336,6 +336,33 @@ def test_cached_tree_attention_reads_only_each_rows_prefix_and_tree(
     assert_close_attention(out.cpu().transpose(1, 2), None, ref_out, ref_lse, dtype)
 
 
+@pytest.mark.parametrize("lengths", [[300], [300, 123]], ids=["one row", "rows at other lengths"])
+def test_a_plain_steps_root_reads_its_rows_prefix_and_itself_in_one_sdpa_call(request, monkeypatch, lengths):
+    """A plain step's tree is the root alone: off the GPU's kernels the attention function answers it with one SDPA
+    call, not the custom op (fortieth session). Each row's root sees its own prefix and its own K/V right after it
+    (three query heads per KV head, grouped as transformers' SDPA path groups them), never a slot beyond (stale
+    slots hold large garbage, which a read would show)."""
+    import hf_longspec.attention.hybrid as hybrid
+
+    monkeypatch.setattr(tree_module, "TREE_BACKEND", "math")  # what a CPU call runs
+    monkeypatch.setattr(hybrid, "cached_tree_attention", lambda *args: pytest.fail("a one-node tree took the op"))
+    gen = generator_for(request)
+    batch, kv_heads, group, head_dim, capacity = len(lengths), 2, 3, 64, 400
+    q = randn(gen, batch, 1, kv_heads * group, head_dim, dtype=F32).transpose(1, 2)
+    keys = torch.full((batch, kv_heads, capacity, head_dim), 1e4)
+    values = torch.full((batch, kv_heads, capacity, head_dim), 1e4)
+    refs = []
+    for row, length in enumerate(lengths):
+        k, v = randn(gen, 1, kv_heads, length + 1, head_dim, dtype=F32), randn(gen, 1, kv_heads, length + 1, head_dim, dtype=F32)
+        keys[row, :, : length + 1], values[row, :, : length + 1] = k[0], v[0]
+        refs.append(reference_attention(q[row : row + 1], k, v, 0.125)[0])
+    root_alone = torch.ones(batch, 1, 1, dtype=torch.bool)
+    out, _ = longspec_attention_forward(_Attn(), q, keys, values, root_alone[:, None], scaling=0.125,
+                                        longspec_tree_mask=root_alone, longspec_prefix_lengths=torch.tensor(lengths))
+    assert out.shape == (batch, 1, kv_heads * group, head_dim) and out.is_contiguous()
+    assert torch.allclose(out.transpose(1, 2).double(), torch.cat(refs), atol=1e-5)
+
+
 @pytest.mark.parametrize("tiles", [(16, 32, 4, 2), (32, 16, 4, 3), (64, 32, 4, 3)])
 def test_cached_tree_attention_is_the_same_under_every_tiling(request, tiles):
     """benchmarks/attention_tiles.py times tilings the default policy does not pick (row tiles smaller

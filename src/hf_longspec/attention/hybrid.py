@@ -110,6 +110,23 @@ def _(query, key_buffer, value_buffer, tree_mask, prefix_lengths, scale):
     return query.new_empty(batch, tree_len, num_q_heads, head_dim)
 
 
+def _root_alone_attention(query, key_buffer, value_buffer, prefix_lengths, scale) -> torch.Tensor:
+    """A tree of the root alone (a plain step, never captured): it attends its row's prefix and itself, and no
+    mask hides any of them, so one SDPA call over the filled part does what prefix, tree and merge do. On a
+    2-core CPU at 8k that is 0.59 against 0.92 ms a layer, and a plain step 80 against 91 ms (a vanilla step: 81)."""
+    filled = prefix_lengths + 1
+    longest = int(filled.max())
+    keys, values = key_buffer[:, :, :longest], value_buffer[:, :, :longest]
+    mask = None
+    if not bool((filled == longest).all()):  # rows of a batch at other lengths: each reads its own
+        mask = (torch.arange(longest, device=query.device)[None] < filled[:, None])[:, None, None, :]
+    batch, num_q_heads, _, head_dim = query.shape
+    # the query heads of a KV head as rows of one query block (as transformers' SDPA path does): no repeated KV
+    rows = query.reshape(batch, keys.shape[1], num_q_heads // keys.shape[1], head_dim)
+    out = torch.nn.functional.scaled_dot_product_attention(rows, keys, values, attn_mask=mask, scale=scale)
+    return out.reshape(batch, 1, num_q_heads, head_dim)
+
+
 def _non_tree_attention(module, name: str):
     """The attention a bound target had before binding: SDPA, or the model's own eager function."""
     if name == LONGSPEC_ATTENTION_EAGER:
@@ -151,6 +168,8 @@ def longspec_attention_forward(
     if scaling is None:
         scaling = getattr(module, "scaling", None) or query.shape[-1] ** -0.5
     if prefix_lengths is not None:
+        if tree_mask.shape[-1] == 1 and not tree_uses_triton(query.device):  # a plain step: one SDPA call
+            return _root_alone_attention(query, key, value, prefix_lengths, scaling), None
         return cached_tree_attention(query, key, value, tree_mask, prefix_lengths, scaling), None
     return hybrid_tree_attention(query, key, value, tree_mask, scaling), None
 
