@@ -64,19 +64,6 @@ if [ "$SEEDS" = 1 ] && [ -f $W/seed0/ablation.json ]; then
   cp $W/merged/ablation.json "$OUT/ablation_merged.json"; cp $W/merged/ablation.png "$OUT/ablation_merged.png"
 fi
 # the drafts, bf16, one tar each (config + weights + training log), to measure and ship the better one
-for run in $R/runs/*/final; do
-  name=$(basename "$(dirname "$run")")
-  python - "$run" <<'EOF'
-import sys, torch
-from safetensors.torch import load_file, save_file
-path = sys.argv[1] + "/model.safetensors"
-save_file({k: v.to(torch.bfloat16) for k, v in load_file(path).items()}, path, metadata={"format": "pt"})
-EOF
-  tar cf "$OUT/draft_$name.tar" -C "$run" .
-  # a call returns files of at most 16 MiB: a wider draft's tar (19 MB at 3x the MLP) comes back in parts
-  if [ "$(stat -c %s "$OUT/draft_$name.tar")" -gt 15000000 ]; then
-    split -b 15000000 "$OUT/draft_$name.tar" "$OUT/draft_$name.tar.part-" && rm "$OUT/draft_$name.tar"
-  fi
-done
+bash benchmarks/device/pack_drafts.sh $R/runs/*/final
 ls -la "$OUT"
 echo "total $((SECONDS - START)) s"

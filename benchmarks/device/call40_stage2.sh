@@ -31,16 +31,7 @@ python benchmarks/ablate_training.py --out $D/merged --merge $D/seed0/ablation.j
   > $D/merged.log 2>&1
 grep -v -i warn $D/merged.log | tail -22
 grep -h "train_runtime\|seed [01]: tau" $D/ablation_seed*.log
-for run in $D/seed*/runs/*/final; do
-  name=$(basename "$(dirname "$run")")
-  python - "$run" <<'PY'
-import sys, torch
-from safetensors.torch import load_file, save_file
-path = sys.argv[1] + "/model.safetensors"
-save_file({k: v.to(torch.bfloat16) for k, v in load_file(path).items()}, path, metadata={"format": "pt"})
-PY
-  tar cf "$OUT/draft_$name.tar" -C "$run" .
-done
+bash benchmarks/device/pack_drafts.sh $D/seed*/runs/*/final
 tar czf "$OUT/call40.tgz" -C /tmp --exclude='runs' c40
 ls -la "$OUT"
 echo "total $((SECONDS - START)) s"
