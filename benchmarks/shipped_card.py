@@ -81,12 +81,16 @@ NOTES = [
     "the output does not change (generate(..., longspec_plain_steps=False) runs rounds only). On the 2-core "
     "development CPU in float32 (2026-12-05, thirty-ninth session; benchmarks/decode_bench.py --rounds-only, same "
     "run): 8k prose 1.37x rounds only (0.65x to 0.90x vanilla static), 8k code 1.03x, 4k code, prose and non-English "
-    "1.06x, 1.01x and 1.10x.",
+    "1.06x, 1.01x and 1.10x. Since the fortieth session a plain step's attention is one SDPA call, and a plain step "
+    "costs what a vanilla static step costs (0.96-1.00x, against 1.12-1.15x before, interleaved in one process); 8k "
+    "prose then read 0.96x vanilla static (6 pairs; rounds only 0.60x in the same run).",
     "Sampling (do_sample=True with temperature, top-k, top-p or min-p) verifies the tree alone by default and "
-    "runs its rejection sampling on the device, in the captured round: on the H200 at temperature 0.8, with the "
-    "draft shipped before this one (2026-12-04; benchmarks/decode_bench.py --lengths 4096 8000 --prompts 2 "
-    "--repeats 2 --methods vanilla_static_sampled longspec_sampled), 2.63x / 1.57x / 2.05x / 2.11x vanilla static "
-    "sampled (compiled, same run) at 4k code, 4k prose, 8k code and 8k prose, median 2.08x (sampled tau 2.05-3.50; docs/benchmarks.md). "
+    "runs its rejection sampling on the device, in the captured round: with this draft on an H100 at temperature 0.8 "
+    "(2026-12-05, fortieth session; benchmarks/decode_bench.py --lengths 4096 8000 --prompts 3 --repeats 2 --methods "
+    "vanilla_static_sampled longspec_sampled), 2.40x / 1.47x / 2.01x / 1.67x vanilla static sampled (compiled, same "
+    "run) at 4k code, 4k prose, 8k code and 8k prose, median of 24 pairs 1.78x (sampled tau 2.1-3.6); on the H200 with "
+    "the draft shipped before this one (2026-12-04, 2 prompts per cell), 2.63x / 1.57x / 2.05x / 2.11x, median "
+    "2.08x (docs/benchmarks.md). "
     "Other logits processors walk the tree on the host: 0.11-0.22x vanilla static sampled when all sampling did "
     "(seventh session).",
     "Target used for training and measurement: SmolLM2-135M-Instruct as the Q4_1 GGUF shipped in the PyPI "
