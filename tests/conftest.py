@@ -83,6 +83,18 @@ def random_prompt(length=40, vocab=96, seed=1):
     return torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(seed))
 
 
+def left_padded_batch(lengths=(30, 22, 27), vocab=96, seed=5):
+    """Random rows of these lengths, left-padded with 0 to the longest: (rows, ids, attention_mask)."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = [torch.randint(1, vocab, (n,), generator=generator) for n in lengths]
+    width = max(lengths)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):], mask[i, width - len(row):] = row, 1
+    return rows, ids, mask
+
+
 @pytest.fixture(scope="session")
 def embedded():
     """(model, tokenizer) of the embedded SmolLM2 target on the CPU; skipped when not installed."""

@@ -5,22 +5,11 @@ vanilla batched generate, and each row must equal that row generated alone (floa
 import pytest
 import torch
 
-from conftest import perturbed_pair, random_prompt, tiny_llama
+from conftest import left_padded_batch, perturbed_pair, random_prompt, tiny_llama
 from hf_longspec import UnsupportedGenerationError
 from hf_longspec.testing import SteeredDraft
 
 NEW = 20
-
-
-def _left_padded(lengths=(30, 22, 27), vocab=96, seed=5):
-    generator = torch.Generator().manual_seed(seed)
-    rows = [torch.randint(1, vocab, (n,), generator=generator) for n in lengths]
-    width = max(lengths)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):], mask[i, width - len(row):] = row, 1
-    return rows, ids, mask
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +23,7 @@ def test_batch_with_logits_processors_equals_vanilla_batched(pair):
     """Processors that read each row's ids (repetition penalty, no-repeat n-grams) run row by row on
     the host walk, with the row's own committed ids (its left padding included, as generate() has it)."""
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     options = dict(max_new_tokens=NEW, do_sample=False, repetition_penalty=1.3, no_repeat_ngram_size=3)
     reference = target.generate(ids, attention_mask=mask, **options)
     out = target.generate(ids, attention_mask=mask, assistant_model=draft, **options)
@@ -45,7 +34,7 @@ def test_batch_with_logits_processors_equals_vanilla_batched(pair):
 @pytest.mark.parametrize("mode", ["hybrid", "masked"])
 def test_batch_equals_vanilla_batched_and_each_row_alone(pair, mode):
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
     out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=NEW, do_sample=False,
                           longspec_verify_attention=mode)
@@ -60,7 +49,7 @@ def test_rows_accept_different_paths_in_one_round(pair):
     """Row 0 is steered onto its own continuation (non-chain multi-token commits), rows 1-2 accept
     roots only: per-row acceptance, per-row commit and per-row positions all decide the output."""
     target, _ = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
     row0 = target.generate(rows[0][None], max_new_tokens=NEW + 5, do_sample=False)
     steered = SteeredDraft.from_target(target, row0, ranks=(0, 1, 2), sliding_window=16, tree_widths=[3, 3, 3])
@@ -77,7 +66,7 @@ def test_rows_accept_different_paths_in_one_round(pair):
 
 def test_a_row_that_hits_eos_stops_without_stalling_the_others(pair):
     target, draft = pair
-    _, ids, mask = _left_padded()
+    _, ids, mask = left_padded_batch()
     free = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
     eos = int(free[1, ids.shape[1] + 4])  # row 1's 5th new token
     reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, eos_token_id=eos)
@@ -89,7 +78,7 @@ def test_a_row_that_hits_eos_stops_without_stalling_the_others(pair):
 
 def test_padding_never_enters_the_ring(pair):
     target, draft = pair
-    _, ids, mask = _left_padded()
+    _, ids, mask = left_padded_batch()
     starts = (ids.shape[1] - mask.sum(dim=1))
     ring = draft.start(ids, starts=starts)
     for row in range(ids.shape[0]):
@@ -100,7 +89,7 @@ def test_padding_never_enters_the_ring(pair):
 
 def test_batch_refusals_name_what_is_allowed(pair):
     target, draft = pair
-    _, ids, mask = _left_padded()
+    _, ids, mask = left_padded_batch()
     with pytest.raises(UnsupportedGenerationError, match="batch size 3: LongSpec returns scores.*batch size 1 only"):
         target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=4, output_scores=True,
                         return_dict_in_generate=True)
@@ -142,7 +131,7 @@ def test_the_prefill_cache_is_not_kept_twice(pair, static):
     from hf_longspec.target_support import cache_argument_name
 
     target, draft = pair
-    _, ids, _ = _left_padded(lengths=(30, 30))
+    _, ids, _ = left_padded_batch(lengths=(30, 30))
     cache = StaticCache(config=target.config, max_cache_len=64) if static else DynamicCache(config=target.config)
     target(ids, **{cache_argument_name(target): cache}, use_cache=True)
     prefilled = [(layer.keys[:, :, :30].clone(), layer.values[:, :, :30].clone()) for layer in cache.layers]
@@ -165,7 +154,7 @@ def test_the_prompt_is_prefilled_straight_into_the_preallocated_cache(pair, monk
     from hf_longspec.generation.tree_cache import TreeKVCache
 
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
 
     def no_copy(*args, **kwargs):
         raise AssertionError("the prompt's KV was copied in from generate's prefill cache")
@@ -193,7 +182,7 @@ def test_a_large_batch_drafts_smaller_trees_and_stays_exact(pair, monkeypatch):
     forward grows with rows x nodes): 3 rows under a cap of 12 draft 4 nodes each instead of 9. An
     explicit ``longspec_max_nodes`` wins. Output stays vanilla's."""
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     monkeypatch.setattr(draft.config, "tree_batch_nodes", 12)
     options = dict(attention_mask=mask, max_new_tokens=NEW, do_sample=False)
     reference = target.generate(ids, **options)
@@ -217,7 +206,7 @@ def test_a_batch_continues_from_its_returned_cache_like_vanilla(pair):
     from transformers import DynamicCache
 
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     options = dict(max_new_tokens=8, do_sample=False)
     caches = {}
     outs = {}
@@ -239,7 +228,7 @@ def test_continuing_a_batch_whose_row_stopped_early_is_refused(pair):
     from hf_longspec import UnsupportedGenerationError
 
     target, draft = pair
-    rows, ids, mask = _left_padded()
+    rows, ids, mask = left_padded_batch()
     plain = target.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)[:, ids.shape[1]:].tolist()
     # an eos that only row 1 generates, after at least 2 tokens: row 1 stops early, the others run to the end
     eos = next(t for k, t in enumerate(plain[1]) if k >= 2 and t not in plain[1][:k] and t not in plain[0] + plain[2])

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from conftest import perturbed_pair, random_prompt, tiny_llama
+from conftest import left_padded_batch, perturbed_pair, random_prompt, tiny_llama
 from hf_longspec import UnsupportedGenerationError
 from hf_longspec.corpus import long_prompt_ids
 from hf_longspec.demo import load_draft_for
@@ -110,12 +110,7 @@ def test_plain_steps_hand_back_vanillas_cache(monkeypatch):
 def test_plain_steps_in_a_left_padded_batch_with_a_row_stopping_early(monkeypatch):
     target, draft = perturbed_pair((3, 3, 3))
     target.generation_config.pad_token_id = 0
-    generator = torch.Generator().manual_seed(5)
-    rows = [torch.randint(1, 96, (n,), generator=generator) for n in (30, 22, 27)]
-    ids = torch.zeros(3, 30, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, 30 - len(row):], mask[i, 30 - len(row):] = row, 1
+    _, ids, mask = left_padded_batch()
     reference = target.generate(ids, attention_mask=mask, max_new_tokens=20, do_sample=False)
     eos = int(reference[1, 30 + 6])  # row 1 stops at its seventh new token; the others go on
     reference = target.generate(ids, attention_mask=mask, max_new_tokens=20, do_sample=False, eos_token_id=eos)
