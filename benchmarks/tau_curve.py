@@ -398,8 +398,17 @@ def plot(records: list[dict], rows: list[dict], path: Path, title: str) -> Path 
     return path
 
 
-JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "lookup_chains", "align", "dtype", "seed",
-                 "cross_attention_window")
+JOIN_SETTINGS = ("new_tokens", "tree_widths", "lookup_tokens", "lookup_chains", "align", "dtype", "seed")
+
+
+def window_read(result: dict):
+    """The cross-attention window a run's calls read (None: every entry), as its draft record says since the
+    fortieth session, so that asking for the draft config's window and naming the same one join. Runs before
+    recorded only what was asked: a number, 0 (every entry), or None, the draft config's, unknown here."""
+    if "cross_attention_window" in result["draft"]:
+        return result["draft"]["cross_attention_window"]
+    asked = result["settings"].get("cross_attention_window")
+    return "the draft config's" if asked is None else (None if asked == 0 else asked)
 
 
 def joined(paths: list[str]) -> dict:
@@ -410,6 +419,8 @@ def joined(paths: list[str]) -> dict:
     records, seen = [], {}
     for path, result in zip(paths, results):
         differ = [key for key in JOIN_SETTINGS if result["settings"].get(key) != first["settings"].get(key)]
+        if window_read(result) != window_read(first):
+            differ.append("cross_attention_window")
         if result["draft"]["weights_digest"] != first["draft"]["weights_digest"]:
             differ.append("draft weights_digest")
         if differ:
@@ -554,7 +565,8 @@ def main(argv=None) -> dict:
     settings = {k: v for k, v in vars(args).items()}
     settings.update(tree_widths=widths, dtype=dtype)
     result = {"machine": machine_info(device, ["benchmarks/tau_curve.py", *(sys.argv[1:] if argv is None else argv)]),
-              "settings": settings, "draft": {"source": source, "weights_digest": model_weights_digest(draft)},
+              "settings": settings, "draft": {"source": source, "weights_digest": model_weights_digest(draft),
+                                              "cross_attention_window": draft.last_stats.cross_attention_window},
               "skipped_kinds": skipped, "rows": rows, "goals": goals(rows, records), "runs": records,
               "seconds": time.perf_counter() - started}
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context\n({device.type}, {dtype}, greedy, "

@@ -140,6 +140,7 @@ def test_tau_curve_quick_on_the_embedded_target(tau_curve, embedded, tmp_path, m
     assert [(r["length"], r["kind"]) for r in result["rows"]] == [(96, "code"), (96, "chat")]
     assert result["settings"]["tree_widths"] == [4, 16, 16, 16, 16] and result["settings"]["dtype"] == "float32"
     assert result["settings"]["cross_attention_window"] == 0
+    assert result["draft"]["cross_attention_window"] is None  # what the calls read: every entry (joins compare it)
     from hf_longspec.embedded import embedded_draft_dir
     from hf_longspec.publishing.weights_digest import folder_weights_digest
     assert result["draft"]["weights_digest"] == folder_weights_digest(embedded_draft_dir())  # what it measured
@@ -945,6 +946,8 @@ def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau
                     "seed": 0, **changes.pop("settings", {})}
         result = {"machine": {"name": name}, "settings": settings, "runs": records,
                   "draft": {"weights_digest": changes.get("digest", "w1")}}
+        if "window_read" in changes:  # what runs record since the fortieth session
+            result["draft"]["cross_attention_window"] = changes["window_read"]
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(result))
         return str(path)
@@ -964,6 +967,15 @@ def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau
                                  ("chained", {"settings": {"lookup_tokens": 32}}, "lookup_tokens")):
         with pytest.raises(ValueError, match=f"measured otherwise than .*long.json \\({named}\\)"):
             tau_curve.joined([long_run, run(name, [record(1024, "b1", 2.0, [1])], **changes)])
+    # the window the calls read decides, not how it was asked for: the config's 2048 and a named 2048 join
+    configs = run("config", [record(2048, "c2", 3.0, [1])], window_read=2048)
+    named = run("named", [record(1024, "c1", 2.0, [2])], window_read=2048, settings={"cross_attention_window": 2048})
+    assert len(tau_curve.joined([configs, named])["runs"]) == 2
+    whole = run("whole", [record(1024, "c1", 2.0, [2])], window_read=None, settings={"cross_attention_window": 0})
+    with pytest.raises(ValueError, match="measured otherwise than .*config.json \\(cross_attention_window\\)"):
+        tau_curve.joined([configs, whole])
+    with pytest.raises(ValueError, match="\\(cross_attention_window\\)"):  # a run before the record: not known
+        tau_curve.joined([configs, long_run])
 
 
 def test_prompt_overlap_finds_a_prompt_whose_ending_another_holds():
