@@ -112,7 +112,7 @@ class LongSpecDraftConfig(PretrainedConfig):
       class keeps None, as it keeps lookup_tokens 0.
     - cpu_plain_steps: whether a call on a CPU may take plain one-token steps while they deliver more tokens per
       second than rounds (generation/plain_steps.py; ``longspec_plain_steps`` per call). On a CPU a round costs
-      2-3 plain steps at 8k, so where the draft keeps missing, rounds are slower than not speculating. The
+      2-4 plain steps at 8k, so where the draft keeps missing, rounds are slower than not speculating. The
       shipped SmolLM2 draft sets True; the class keeps False, so a draft built by hand runs rounds only.
     """
 

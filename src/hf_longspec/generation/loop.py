@@ -195,7 +195,7 @@ def longspec_generate(
     longspec_plain_steps: True lets the call take plain one-token steps (no drafting, the target's forward over
         one token) while they deliver more tokens per second than rounds, with a round now and then to see
         whether the draft hits again (plain_steps.py); False: rounds only. None (the default): the generation
-        config's, else, on a CPU (where a round at 8k costs 2-3 plain steps), the draft config's
+        config's, else, on a CPU (where a round at 8k costs 2-4 plain steps), the draft config's
         ``cpu_plain_steps``; off on other devices. The output does not change; ``draft.last_stats.plain_steps``
         counts them.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
