@@ -66,6 +66,10 @@ as the shipped one); from an untrained one they are drawn with the rest.
 
     python benchmarks/feature_probe.py --out /tmp/feature_probe --seeds 0 --steps 800 --seq-len 8192 \
         --batch-size 4 --lr 5e-4 --corpus-mix code=0.2,prose=0.1,docs=0.1,man=0.1,multilingual=0.1,pylib=0.05
+
+The method's own two ideas, and the noisy shift's weights (forty-first session; `--arms plus4 plus4_reach
+plus4_noao plus4_nonoisy --init-draft none --with-tau --paired-base plus4`): recipe suffixes (arm_parts) turn off
+Anchor-Offset Indices or Flash Noisy Training, or weight the shifts by how often inference drafts at each.
 """
 
 from __future__ import annotations
@@ -194,16 +198,34 @@ class _RoundedRope:
 
 
 TARGET_INIT_SUFFIX = "_tinit"
-RECIPE_SUFFIX = re.compile(r"_tinit$|_roll(\d+)$")
+# Flash Noisy Training's shifts weighted by how often inference drafts at each: the node at depth k (shift
+# k + 1) matters when the accepted path reaches it, 100 / 78 / 64 / 49 / 38% of the shipped draft's rounds
+# for depths 0-4 (docs/training.md, the thirty-first session's acceptance per depth, the draft alone)
+REACH_SHIFT_WEIGHTS = [1.0, 0.78, 0.64, 0.49, 0.38]
+RECIPE_SUFFIXES = {  # suffix -> the recipe fields it sets (forty-first session: the method's own two ideas)
+    "_tinit": {"draft_init": "target"},
+    "_noao": {"anchor_offset": False},
+    "_nonoisy": {"noisy": False},
+    "_reach": {"noise_shift_weights": REACH_SHIFT_WEIGHTS},
+}
+RECIPE_SUFFIX = re.compile("(" + "|".join(RECIPE_SUFFIXES) + r")$|_roll(\d+)$|_shifts(\d+)$")
 
 
 def arm_parts(arm: str) -> tuple[str, dict]:
     """The arm's draft and the recipe changes its suffixes ask for: "ARM_tinit" is ARM drawn from the target's
     weights instead of random ones (draft_init "target", training/target_init.py; untrained drafts only),
-    "ARM_rollK" ARM trained with a K-step rollout (rollout_steps K, EAGLE-3's training-time test)."""
+    "ARM_rollK" ARM trained with a K-step rollout (rollout_steps K, EAGLE-3's training-time test), "ARM_noao"
+    without Anchor-Offset Indices, "ARM_nonoisy" without Flash Noisy Training (shift 1 always), "ARM_reach"
+    with its shifts 1-5 weighted by how often inference reaches them (REACH_SHIFT_WEIGHTS), "ARM_shiftsN"
+    with its shift uniform over 1..N."""
     changes = {}
     while (match := RECIPE_SUFFIX.search(arm)) and match.start() > 0:
-        changes.update({"rollout_steps": int(match.group(1))} if match.group(1) else {"draft_init": "target"})
+        if match.group(1):
+            changes.update(RECIPE_SUFFIXES[match.group(1)])
+        elif match.group(2):
+            changes["rollout_steps"] = int(match.group(2))
+        else:
+            changes["noise_shift_weights"] = [1.0] * int(match.group(3))
         arm = arm[: match.start()]
     return arm, changes
 
@@ -238,15 +260,15 @@ def arm_name(text: str) -> str:
         return text
     raise argparse.ArgumentTypeError(f"arm {text!r}; allowed: {', '.join(ARMS)}, layerN (N = a target layer "
                                      "index), or plusN_M... (the last layer and also layers N, M, ...), each with an "
-                                     f"optional {TARGET_INIT_SUFFIX!r} (drawn from the target's weights) and _rollK "
-                                     "(a K-step rollout in training)")
+                                     f"optional {TARGET_INIT_SUFFIX!r} (drawn from the target's weights), _rollK (a K-step "
+                                     "rollout in training), _noao, _nonoisy, _reach or _shiftsN (arm_parts)")
 
 
 def arm_recipe(arm: str, recipe: TrainRecipe, wide_intermediate_size: int) -> TrainRecipe:
     """The recipe an arm trains with: "wide_mlp" asks for a wider MLP (drawn wide, or grown), "layerN" for
     the cross-attention over target layer N, "plusN..." for one over the last layer and layers N, ... (config
-    values: generate() serves them as they are), every other arm the recipe as it is; "..._tinit" also starts
-    the draft from the target's weights (draft_init "target"), "..._rollK" trains it with a K-step rollout."""
+    values: generate() serves them as they are), every other arm the recipe as it is; the suffixes change it as
+    arm_parts says ("..._tinit" starts the draft from the target's weights, "..._rollK" trains a K-step rollout)."""
     arm, changes = arm_parts(arm)
     recipe = replace(recipe, **changes) if changes else recipe
     if arm == "wide_mlp":

@@ -604,3 +604,39 @@ def test_cross_attention_window_reads_the_anchors_and_the_newest_entries_and_dec
         windowed.config.cross_attention_window = bad  # set on a built draft: refused when read
         with pytest.raises(ValueError, match="cross_attention_window must be None .* or a positive int"):
             _decode_root(windowed, target, ids, position)
+
+
+def test_a_node_at_tree_depth_k_drafts_as_training_shift_k_plus_one_trains_it():
+    """Flash Noisy Training's shift d is the gap a tree node drafts across: the node at depth k reads the target
+    K/V up to the root's predecessor, so its q equals the training forward's with shift k + 1 at its position
+    (and not k or k + 2's). A tree of depth D runs depths 0..D-1 only, so inference uses shifts 1..D."""
+    from hf_longspec.generation.draft_tree import TreeBuffers, TreeDrafter, TreeLayout
+
+    target = tiny_llama(layers=2).double()
+    draft = LongSpecDraftModel.from_target(target, sliding_window=16).double()
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    draft.bind(target)
+    ids, position = torch.randint(0, 96, (1, 40), generator=torch.Generator().manual_seed(2)), 30
+    layout = TreeLayout((1, 1, 1))
+    buffers = TreeBuffers.allocate(layout, 1, "cpu", 96, keep_probs=True)
+    cache, keys, values = _target_kv(target, ids[:, :position], draft.target_layer_index)
+    tree_kv = torch.zeros(2, 1, draft.config.num_key_value_heads, layout.num_run, draft.config.head_dim,
+                          dtype=torch.float64)
+    context = DraftStepContext(draft.start(ids[:, :position]), tree_kv[0], tree_kv[1], keys, values,
+                               torch.tensor([position]), cross_attention_window=None)
+    TreeDrafter(draft, layout, buffers).build(context, ids[0, position : position + 1], torch.tensor([position]))
+    sequence = torch.cat([ids[:, :position], buffers.tokens[:, : layout.num_run]], dim=1)  # the root, then its path
+    _, seq_keys, seq_values = _target_kv(target, sequence, draft.target_layer_index)
+
+    def trained_q(shift, depth):
+        with torch.no_grad():
+            logits = draft(sequence, seq_keys, seq_values, noise_shift=shift).logits[0, position + depth]
+        return torch.softmax(logits, dim=-1)
+
+    for depth in range(layout.num_run):  # depths 0, 1, 2: the leaf at depth 3 is never run
+        drafted = buffers.draft_probs[0, depth].double()
+        assert torch.allclose(drafted, trained_q(depth + 1, depth), atol=1e-6), depth
+        for other in {depth, depth + 2} - {0}:
+            assert not torch.allclose(drafted, trained_q(other, depth), atol=1e-4), (depth, other)

@@ -287,6 +287,8 @@ def test_a_cross_attention_window_asked_of_generate_is_refused_by_name_before_an
     (["--target-layer-index", "4", "--extra-target-layer-indices", "4"], r"target layers \[4, 4\] .* one of them twice"),
     (["--target-entry-input", "--extra-target-layer-indices", "4"], "cannot be combined with target_entry_input"),
     (["--lookup-tokens", "33"], r"draft_overrides: lookup_tokens must be an int from 0 to 32"),
+    (["--noise-shift-weights", "0", "0"], r"noise_shift_weights=\[0.0, 0.0\]; allowed: None"),
+    (["--no-noisy", "--noise-shift-weights", "1"], r"noise_shift_weights=\[1.0\] with noisy=False"),
 ])
 def test_cli_train_refuses_bad_settings_before_loading(tmp_path, capsys, no_loading, argv, message):
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "run"), *argv])

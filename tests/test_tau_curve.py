@@ -920,6 +920,12 @@ def test_feature_probe_tinit_arms_draw_the_draft_from_the_target_and_pair_agains
     assert probe.arm_recipe("plus4_roll3", base, 4608) == replace(plain, rollout_steps=3)
     assert probe.arm_recipe("plus4_roll2_tinit", base, 4608) == replace(plain, rollout_steps=2, draft_init="target")
     assert probe.arm_parts("_roll3") == ("_roll3", {})  # a suffix alone names no arm
+    # the method's own two ideas, and Flash Noisy Training's shifts (forty-first session)
+    assert probe.arm_recipe("plus4_noao", base, 4608) == replace(plain, anchor_offset=False)
+    assert probe.arm_recipe("plus4_nonoisy", base, 4608) == replace(plain, noisy=False)
+    assert probe.arm_recipe("plus4_reach", base, 4608) == replace(plain, noise_shift_weights=[1.0, 0.78, 0.64, 0.49, 0.38])
+    assert probe.arm_recipe("plus4_shifts5_tinit", base, 4608) == replace(plain, noise_shift_weights=[1.0] * 5,
+                                                                          draft_init="target")
     for argv, message in ((["--arms", "plain_tinit"], "draw an untrained draft from the target's weights"),
                           (["--arms", "plus4", "--paired-base", "plain", "--init-draft", "none"], "--paired-base 'plain' is not"),
                           (["--arms", "second_layer_tinit", "--init-draft", "none", "--with-tau"], "cannot measure"),

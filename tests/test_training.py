@@ -38,6 +38,53 @@ def test_noise_shift_covers_one_to_depth_plus_one():
     assert noise_shift(6, generator, enabled=False) == 1
 
 
+def test_noise_shift_weights_draw_each_shift_in_proportion():
+    """Weights for shifts 1, 2, ...: a shift of weight 0 never comes, the others in proportion (4000 draws,
+    the expected share within 0.03); off is shift 1 whatever the weights."""
+    generator = torch.Generator().manual_seed(0)
+    assert {noise_shift(6, generator, weights=(0, 0, 1)) for _ in range(50)} == {3}
+    draws = [noise_shift(6, generator, weights=(3, 0, 0, 0, 1)) for _ in range(4000)]
+    assert set(draws) == {1, 5} and abs(draws.count(1) / len(draws) - 0.75) < 0.03
+    assert noise_shift(6, generator, enabled=False, weights=(0, 1)) == 1
+    collate = LongSpecCollator(max_positions=4096, num_anchors=4, max_noise_shift=6, seed=3,
+                               noise_shift_weights=(1.0, 0.0, 1.0))
+    shifts = {int(collate([{"input_ids": torch.arange(32)}])["noise_shift"]) for _ in range(60)}
+    assert shifts == {1, 3}
+
+
+def test_training_draws_the_recipes_noise_shift_weights(tmp_path, monkeypatch):
+    """A run's every step trains at a shift its noise_shift_weights allow (weight only on shift 4 here)."""
+    from hf_longspec.training.trainer import LongSpecTrainer
+
+    seen, compute_loss = [], LongSpecTrainer.compute_loss
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append(int(inputs["noise_shift"]))
+        return compute_loss(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(LongSpecTrainer, "compute_loss", recording)
+    target = tiny_llama(vocab_size=257, hidden_size=64, layers=2, max_positions=1024)
+    recipe = TrainRecipe(output_dir=str(tmp_path / "run"), max_steps=4, seq_len=64, batch_size=2, max_tokens=20_000,
+                         save_steps=100, distill="none", kinds=["prose"], noise_shift_weights=[0, 0, 0, 1])
+    train_draft(target, ByteTokenizer(), recipe, progress=False)
+    assert seen == [4] * 4
+
+
+def test_recipe_refuses_noise_shift_weights_that_draw_nothing_or_contradict_noisy_off(tmp_path):
+    from hf_longspec.cli import build_parser
+
+    good = dict(output_dir=str(tmp_path / "run"), noise_shift_weights=[1.0, 0.78, 0.64, 0.49, 0.38])
+    TrainRecipe(**good).check()
+    for bad in ([], [0, 0], [1, -1], [1, float("nan")], [True], "1,2", [1.0] * 64):
+        with pytest.raises(TrainingRecipeError, match=r"noise_shift_weights=.*; allowed: None .* shorter than seq_len"):
+            TrainRecipe(**{**good, "noise_shift_weights": bad, "seq_len": 64}).check()
+    with pytest.raises(TrainingRecipeError, match="with noisy=False.*Allowed: one of them"):
+        TrainRecipe(**good, noisy=False).check()
+    args = build_parser().parse_args(["train", "--output", "x", "--noise-shift-weights", "1", "0.5"])
+    assert args.noise_shift_weights == [1.0, 0.5]
+    assert build_parser().parse_args(["train", "--output", "x"]).noise_shift_weights is None
+
+
 def test_collator_draws_positions_and_shift_per_batch():
     collate = LongSpecCollator(max_positions=4096, num_anchors=4, max_noise_shift=6, seed=3)
     batch = collate([{"input_ids": torch.arange(32)} for _ in range(3)])

@@ -138,6 +138,7 @@ def cmd_train(args) -> int:
         max_tokens=args.max_tokens,
         anchor_offset=not args.no_anchor_offset,
         noisy=not args.no_noisy,
+        noise_shift_weights=args.noise_shift_weights,
         distill=args.distill,
         rollout_steps=args.rollout_steps,
         rollout_decay=args.rollout_decay,
@@ -245,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-tokens", type=int, default=20_000_000)
     train.add_argument("--no-anchor-offset", action="store_true")
     train.add_argument("--no-noisy", action="store_true")
+    train.add_argument("--noise-shift-weights", type=float, nargs="+", default=None, metavar="W",
+                       help="Flash Noisy Training: draw the step's shift s (the newest s target entries hidden) with "
+                            "weight W_s for s = 1, 2, ... (default: uniform over 1..depth+1; a tree of depth D "
+                            "drafts at shifts 1..D)")
     train.add_argument("--distill", choices=["argmax", "soft", "none"], default="argmax",
                        help="labels: the target's greedy tokens, its whole distribution (soft), or the text")
     train.add_argument("--rollout-steps", type=int, default=1,

@@ -22,9 +22,10 @@ from .positions import anchor_offset_for_sample, anchor_offset_position_ids, noi
 class LongSpecCollator:
     max_positions: int
     num_anchors: int = 4
-    max_noise_shift: int = 6  # tree depth + 1
+    max_noise_shift: int = 6  # tree depth + 1 (uniform shifts; positions.noise_shift)
     anchor_offset: bool = True
     noisy: bool = True
+    noise_shift_weights: tuple[float, ...] | None = None  # weights of shifts 1, 2, ... instead of uniform
     seed: int = 0
     answer_only: bool = False
 
@@ -62,7 +63,8 @@ class LongSpecCollator:
         batch_inputs = {
             "input_ids": input_ids,
             "position_ids": position_ids,
-            "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, step_generator, self.noisy)),
+            "noise_shift": torch.tensor(noise_shift(self.max_noise_shift, step_generator, self.noisy,
+                                                     self.noise_shift_weights)),
         }
         if self.answer_only:
             if not all("prompt_mask" in f for f in features):

@@ -34,12 +34,20 @@ def anchor_offset_for_sample(seq_len: int, max_positions: int, num_anchors: int,
     return anchor_offset_position_ids(1, seq_len, max_positions, num_anchors, generator, enabled)[0]
 
 
-def noise_shift(max_shift: int, generator: torch.Generator | None = None, enabled: bool = True) -> int:
+def noise_shift(max_shift: int, generator: torch.Generator | None = None, enabled: bool = True,
+                weights: tuple[float, ...] | None = None) -> int:
     """How many of the newest target K/V entries the draft may not read this step.
 
-    At inference a node at depth k misses the target K/V of the root and its k ancestors
-    (not verified yet): gaps 1..depth+1. Off = always 1, the smallest real gap (0 would let
-    the draft read the very token it predicts from, which inference never allows)."""
-    if not enabled or max_shift <= 1:
+    At inference the draft runs tree depths 0..D-1 (the leaves at depth D never run), and the node at
+    depth k reads the target's K/V up to the root's predecessor: shift k + 1, so shifts 1..D occur.
+    Off = always 1, the smallest real gap (0 would let the draft read the very token it predicts
+    from, which inference never allows). `weights` (shifts 1, 2, ...) draws a shift in proportion to
+    them; without them the shift is uniform over 1..max_shift, the recipe of every draft before the
+    forty-first session (max_shift D + 1: one shift more than inference uses)."""
+    if not enabled:
+        return 1
+    if weights is not None:
+        return 1 + int(torch.multinomial(torch.tensor(weights, dtype=torch.float64), 1, generator=generator))
+    if max_shift <= 1:
         return 1
     return int(torch.randint(1, max_shift + 1, (1,), generator=generator))

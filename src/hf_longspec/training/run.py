@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import shutil
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -40,6 +41,9 @@ class TrainRecipe:
     max_tokens: int = 20_000_000
     anchor_offset: bool = True
     noisy: bool = True
+    # Flash Noisy Training's shift per step: None draws it uniformly from 1..depth+1 (every draft so far;
+    # inference uses 1..depth), weights [w1, w2, ...] draw shift s with probability w_s / sum (positions.py)
+    noise_shift_weights: list[float] | None = None
     distill: str = "argmax"
     # Multi-step rollout (docs/training.md): K steps, step k >= 2 fed the draft's own argmax of step
     # k - 1 and a cross-attention lag grown by k - 1; losses weighted rollout_decay ** (k - 1).
@@ -130,6 +134,7 @@ class TrainRecipe:
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < self.seq_len:
             raise TrainingRecipeError(f"rollout_steps={steps!r}; allowed: an int from 1 (no rollout) to seq_len - 1 "
                                       f"({self.seq_len - 1}); the tree's depth (5 by default) is the natural largest.")
+        self._check_noise_shift_weights()
         if isinstance(self.rollout_decay, bool) or not (isinstance(self.rollout_decay, (int, float))
                                                          and 0 < self.rollout_decay <= 1):
             raise TrainingRecipeError(f"rollout_decay={self.rollout_decay!r}; allowed: a number in (0, 1].")
@@ -148,6 +153,20 @@ class TrainRecipe:
                 f"{self.output_dir}, --overwrite-output deletes them. Pass one of them."
             )
         check_output_dir(self.output_dir, self.resume, self.overwrite_output)
+
+    def _check_noise_shift_weights(self) -> None:
+        weights = self.noise_shift_weights
+        if weights is None:
+            return
+        numbers = isinstance(weights, (list, tuple)) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights)
+        if not numbers or not weights or not sum(weights) > 0 or len(weights) >= self.seq_len:
+            raise TrainingRecipeError(
+                f"noise_shift_weights={weights!r}; allowed: None (uniform shifts 1..depth+1) or a list of finite "
+                f"weights >= 0 for shifts 1, 2, ..., not all 0, shorter than seq_len ({self.seq_len}).")
+        if not self.noisy:
+            raise TrainingRecipeError(f"noise_shift_weights={weights!r} with noisy=False: without Flash Noisy "
+                                      "Training the shift is always 1. Allowed: one of them.")
 
     def _check_chat_loss(self) -> None:
         if self.chat_loss not in CHAT_LOSSES:
@@ -350,6 +369,7 @@ def train_draft(target, tokenizer, recipe: TrainRecipe, draft: LongSpecDraftMode
         max_noise_shift=len(draft.config.tree_widths) + 1,
         anchor_offset=recipe.anchor_offset,
         noisy=recipe.noisy,
+        noise_shift_weights=None if recipe.noise_shift_weights is None else tuple(recipe.noise_shift_weights),
         seed=recipe.seed,
         answer_only=recipe.chat_loss == "answer",
     )
