@@ -175,6 +175,13 @@ def test_the_policy_takes_the_faster_and_probes_rounds_while_plain_steps_lead():
     assert not policy.plain_next()  # two guesses in a row: a round takes the chain's run at once
     policy.record(False, tokens=3, seconds=0.3)
     assert policy.plain_next() and policy.chain_hits_in_a_row == 0
+    policy = PlainStepPolicy(newest_weight=1.0, probe_every=8, chain_hits_for_a_round=3)  # a stricter call
+    policy.record(False, tokens=3, seconds=0.3)
+    for _ in range(2):
+        policy.record(True, tokens=1, seconds=0.05, chain_hit=True)
+        assert policy.plain_next()
+    policy.record(True, tokens=1, seconds=0.05, chain_hit=True)
+    assert not policy.plain_next()
     policy = PlainStepPolicy(newest_weight=1.0)
     policy.record(False, tokens=3, seconds=0.3, timed=False)
     policy.record(False, tokens=3, seconds=0.3)

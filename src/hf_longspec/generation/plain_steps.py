@@ -31,8 +31,9 @@ class PlainStepPolicy:
     moving average)."""
 
     def __init__(self, newest_weight: float = NEWEST_WEIGHT, probe_every: int = PROBE_EVERY,
-                 probe_every_max: int = PROBE_EVERY_MAX):
+                 probe_every_max: int = PROBE_EVERY_MAX, chain_hits_for_a_round: int = CHAIN_HITS_FOR_A_ROUND):
         self.newest_weight, self.probe_every_min, self.probe_every_max = newest_weight, probe_every, probe_every_max
+        self.chain_hits_for_a_round = chain_hits_for_a_round
         self.round_tokens = self.round_seconds = None  # moving averages over timed rounds
         self.step_rate = None  # tokens per second of plain steps (moving average)
         self.probe_every = probe_every
@@ -50,7 +51,7 @@ class PlainStepPolicy:
             return False  # no timed round yet
         if self.step_rate is None:
             return True  # price a plain step once
-        return not self.rounds_lead() and self.chain_hits_in_a_row < CHAIN_HITS_FOR_A_ROUND and \
+        return not self.rounds_lead() and self.chain_hits_in_a_row < self.chain_hits_for_a_round and \
             self.plain_in_a_row < self.probe_every
 
     def record(self, plain: bool, tokens: int, seconds: float, timed: bool = True, chain_hit: bool = False) -> None:

@@ -42,8 +42,8 @@ def noise_shift(max_shift: int, generator: torch.Generator | None = None, enable
     depth k reads the target's K/V up to the root's predecessor: shift k + 1, so shifts 1..D occur.
     Off = always 1, the smallest real gap (0 would let the draft read the very token it predicts
     from, which inference never allows). `weights` (shifts 1, 2, ...) draws a shift in proportion to
-    them; without them the shift is uniform over 1..max_shift, the recipe of every draft before the
-    forty-first session (max_shift D + 1: one shift more than inference uses)."""
+    them; without them the shift is uniform over 1..max_shift, the default and every shipped draft's
+    recipe (max_shift D + 1: one shift more than inference uses; weights tied with it, docs/training.md)."""
     if not enabled:
         return 1
     if weights is not None:
