@@ -41,6 +41,8 @@ the prefill's. First calls (compile, capture, Triton builds) are timed and repor
 The bytes floor of a vanilla step is (weights + KV of the context) / measured copy bandwidth.
 Also: in float32, LongSpec output must equal vanilla's; in bf16 the divergence rate of LongSpec vs
 vanilla is reported next to that of vanilla static vs vanilla dynamic.
+Every call's record names its prompt's token ids (`prompt_digest`): the prompts are the machine's local text,
+which changes with the packages installed, so two runs' digests say whether they timed the same prompts.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from hf_longspec.bench.traffic import kv_bytes_per_token, weight_bytes
 from hf_longspec.bench.workloads import build_workloads
 from hf_longspec.demo import load_draft_for
 from hf_longspec.embedded import load_embedded_draft, load_embedded_target
+from hf_longspec.evaluation import prompt_digest
 from hf_longspec.publishing.weights_digest import model_weights_digest
 
 SAMPLING_TEMPERATURE = 0.8
@@ -111,8 +114,9 @@ def run(target, drafts, method, ids, new_tokens):
     wall = time.perf_counter() - clock.start
     new = out[0, ids.shape[1]:].tolist()
     decode_s = wall - clock.prefill_seconds
+    # the prompts are local text, which changes with the packages installed: the digest tells runs of other text apart
     record = {"method": method, "wall_s": wall, "prefill_s": clock.prefill_seconds, "new_tokens": len(new),
-              "decode_tokens_per_s": (len(new) - 1) / decode_s, "tokens": new}
+              "decode_tokens_per_s": (len(new) - 1) / decode_s, "tokens": new, "prompt_digest": prompt_digest(ids)}
     if "assistant_model" in kwargs:
         record["stats"] = draft.last_stats.as_dict()
     return record

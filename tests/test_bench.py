@@ -274,6 +274,8 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     reference = bench.run(target, {True: draft}, "vanilla_dynamic", ids, 12)["tokens"]
     record = bench.run(target, {True: draft}, "longspec_window8", ids, 12)
     assert record["tokens"] == reference and record["stats"]["cross_attention_window"] == 8
+    from hf_longspec.evaluation import prompt_digest  # every record names its prompt's tokens (forty-first session)
+    assert record["prompt_digest"] == prompt_digest(ids) != prompt_digest(ids[:, 1:])
     assert draft.config.cross_attention_window is None
 
     monkeypatch.setattr("sys.argv", ["decode_bench.py", "--out", "/tmp/unused", "--windows", "2048", "-1"])
