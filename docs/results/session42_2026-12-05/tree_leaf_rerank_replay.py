@@ -4,13 +4,15 @@ Records each round's run nodes and their top-32 candidates during a normal greed
 the tree variants against the run's own output (greedy output does not depend on the tree).
 
     OMP_NUM_THREADS=1 python docs/results/session42_2026-12-05/tree_leaf_rerank_replay.py OUT.jsonl 2048 code,prose,chat 2
-    (run from the repository root; LENGTHS, KINDS, PROMPTS as tau_curve.py builds them, suffix-aligned)
+    (run from the repository root; LENGTHS, KINDS, PROMPTS as tau_curve.py builds them, suffix-aligned;
+    REPLAY_DEVICE=cuda: the target in bf16 on the GPU, rounds eager, so that every build is recorded)
 
 Per prompt: "tau" as generate measured it, "tree" the replayed shipped tree (equal to it but for a last round
 cut by max_new_tokens: "sim_matches_actual" compares the rounds' lengths), "rerankL" the same run nodes with
 the L best leaves of all their top-32 candidates. A study script of the forty-second session, not a benchmark:
 it patches TreeDrafter to record each round."""
 import json
+import os
 import sys
 import time
 
@@ -93,17 +95,19 @@ def variants(r, cont, leaf_counts):
 
 def main():
     out_path, lengths, kinds, prompts = sys.argv[1], [int(x) for x in sys.argv[2].split(",")], sys.argv[3].split(","), int(sys.argv[4])
-    target, tokenizer = load_embedded_target()
+    cuda = os.environ.get("REPLAY_DEVICE") == "cuda"  # bf16 on the GPU, rounds eager so that every build is seen
+    target, tokenizer = load_embedded_target(device="cuda" if cuda else None, dtype=torch.bfloat16 if cuda else None)
+    on_gpu = {"longspec_cuda_graphs": False, "longspec_compile": False} if cuda else {}
     draft, _ = load_draft_for(target, "embedded")
     ps = tau_curve.build_prompts(tokenizer, lengths, kinds, prompts)
     results = []
     for prompt in ps:
         ROUNDS.clear()
-        ids = torch.tensor([prompt["input_ids"]])
+        ids = torch.tensor([prompt["input_ids"]], device=target.device)
         t0 = time.time()
         out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=128, do_sample=False,
                               pad_token_id=tokenizer.eos_token_id, assistant_model=draft,
-                              **{**own_round(draft), 'longspec_lookup_tokens': 0})
+                              **{**own_round(draft), 'longspec_lookup_tokens': 0}, **on_gpu)
         full = prompt["input_ids"] + out[0, ids.shape[1]:].tolist()
         end = len(full)
         per = []
