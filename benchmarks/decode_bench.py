@@ -7,6 +7,7 @@
     ... --methods vanilla_static longspec --windows 2048               # also with a cross-attention window
     ... --methods vanilla_static longspec --chains 2                   # also with a second prompt-lookup chain
     ... --methods vanilla_static longspec --rounds-only                # also without plain steps (a CPU's default)
+    ... --methods vanilla_static longspec --lookups 0 --rerank-leaves  # also with the tree's leaves re-ranked
 
 Methods, all `target.generate(...)` greedy on the same loaded model, interleaved prompt by prompt
 (the order flips on every repeat), medians with their spread:
@@ -24,6 +25,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   newest W entries (``longspec_cross_attention_window=W``; 0: every entry); the float32 check runs each W too.
 - longspec_chainsC: with ``--chains C ...``, the shipped decoder verifying C prompt-lookup chains
   (``longspec_lookup_chains=C``); the float32 check runs each C too.
+- longspec_rerank, longspec_lookupK_rerank: with ``--rerank-leaves``, the shipped decoder (and each ``--lookups``
+  K) with ``longspec_rerank_leaves=True``: its leaves the best children of every drafted node.
 - longspec_rounds_only: with ``--rounds-only``, the shipped decoder with ``longspec_plain_steps=False``: on a CPU,
   where the shipped config lets a call take plain steps while rounds lose (generation/plain_steps.py), what they
   change; elsewhere the same call as longspec.
@@ -82,7 +85,7 @@ METHODS = {
 SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_chains", "longspec_sampled",
-            "longspec_draft_")  # rows of the second table
+            "longspec_draft_", "longspec_rerank")  # rows of the second table
 SLOW = ("vanilla_dynamic", "longspec_eager_rounds")  # run in the first repeat only (3-4 s a call)
 # the H200 in earnest; the CPU only as a smoke run of this script (float32 there: bf16 matmuls crawl)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -165,6 +168,10 @@ def variant_methods(args) -> dict[str, dict]:
         methods[f"longspec_chains{chains}"] = {"assistant_model": True, "longspec_lookup_chains": chains}
     if args.rounds_only:
         methods["longspec_rounds_only"] = {"assistant_model": True, "longspec_plain_steps": False}
+    if args.rerank_leaves:
+        methods["longspec_rerank"] = {"assistant_model": True, "longspec_rerank_leaves": True}
+        for tokens in args.lookups:
+            methods[f"longspec_lookup{tokens}_rerank"] = {**methods[f"longspec_lookup{tokens}"], "longspec_rerank_leaves": True}
     for spec in args.trees:
         widths, chain = parse_tree(spec)
         methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": widths,
@@ -208,6 +215,9 @@ def main():
                         help="prompt-lookup chains per round, each a method longspec_chainsC (longspec_lookup_chains)")
     parser.add_argument("--rounds-only", action="store_true",
                         help="also the method longspec_rounds_only: the shipped decoder without plain steps")
+    parser.add_argument("--rerank-leaves", action="store_true",
+                        help="also the methods longspec_rerank and longspec_lookupK_rerank (each --lookups K): "
+                             "longspec_rerank_leaves=True")
     args = parser.parse_args()
     for spec in args.trees:
         try:

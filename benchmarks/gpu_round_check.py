@@ -1,10 +1,13 @@
 """GPU check of the captured round: exactness with CUDA graphs on and off, capture time, round time.
 
     PYTHONPATH=src python benchmarks/gpu_round_check.py [--dtypes float32 bfloat16] [--ranks 0 1] [--cross-attention-window W]
+        [--rerank-leaves]
 
 A tiny random Llama on CUDA (float32 and bf16) with a steered draft: the real draft runs, and the
 target's own next token is put at rank `rank` of its logits (a perfect chain at rank 0, non-chain
-accepted paths at rank 1), so commits carry several tokens and gathers really move K/V.
+accepted paths at rank 1), so commits carry several tokens and gathers really move K/V. With
+--rerank-leaves every call re-ranks the tree's leaves, and a third case (tree 1-2-2-3, ranks 0 1 0 2 0 0 by
+position) accepts leaves that hang above the last depth.
 """
 
 import argparse
@@ -58,6 +61,7 @@ def main(argv=None):
                         help="0: the chain tree, the target's token first; 1: the full tree, non-chain paths")
     parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
                         help="the draft reads the anchors and the newest W target entries (its captured rounds too)")
+    parser.add_argument("--rerank-leaves", action="store_true", help="longspec_rerank_leaves=True, and a third case")
     args = parser.parse_args(argv)
     check_kernel()
     failures = 0
@@ -65,10 +69,13 @@ def main(argv=None):
         target = tiny_llama(dtype)
         ids = torch.randint(0, 512, (1, 1500), generator=torch.Generator().manual_seed(1)).cuda()
         reference = target.generate(ids, max_new_tokens=96, do_sample=False)
-        for widths, rank in (([1, 1, 1, 1], 0), ([4, 16, 16, 16, 16], 1)):
-            if rank not in args.ranks:
+        cases = [([1, 1, 1, 1], (0,)), ([4, 16, 16, 16, 16], (1,))]
+        cases += [([1, 2, 2, 3], (0, 1, 0, 2, 0, 0))] if args.rerank_leaves else []
+        for widths, ranks in cases:
+            rank = max(ranks)
+            if len(ranks) == 1 and rank not in args.ranks:
                 continue
-            draft = SteeredDraft.from_target(target, reference, ranks=(rank,), tree_widths=widths)
+            draft = SteeredDraft.from_target(target, reference, ranks=ranks, tree_widths=widths)
             draft.config.cross_attention_window = args.cross_attention_window
             for graphs in (True, False):
                 for mode in ("hybrid", "masked"):
@@ -76,13 +83,14 @@ def main(argv=None):
                         torch.cuda.synchronize()
                         start = time.perf_counter()
                         out = target.generate(ids, assistant_model=draft, max_new_tokens=96, do_sample=False,
-                                              longspec_cuda_graphs=graphs, longspec_verify_attention=mode)
+                                              longspec_cuda_graphs=graphs, longspec_verify_attention=mode,
+                                              longspec_rerank_leaves=args.rerank_leaves)
                         torch.cuda.synchronize()
                         seconds = time.perf_counter() - start
                         stats = draft.last_stats
                         same = torch.equal(out, reference)
                         failures += (not same) and dtype == torch.float32
-                        print(f"{str(dtype):15s} widths={widths} rank={rank} graphs={graphs} {mode:6s} call{call}: "
+                        print(f"{str(dtype):15s} widths={widths} ranks={ranks} graphs={graphs} {mode:6s} call{call}: "
                               f"identical={same} tau={stats.tau:.2f} non_chain={stats.non_chain_commits} "
                               f"graphs_used={stats.cuda_graphs} capture_s={stats.capture_seconds} "
                               f"{1000 * seconds / max(stats.rounds, 1):.2f} ms/round (call incl. prefill)", flush=True)

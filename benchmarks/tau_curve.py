@@ -196,6 +196,8 @@ def run_prompt(target, draft, prompt: dict, args, check_exact: bool, depth: int)
         extra["longspec_lookup_chains"] = args.lookup_chains
     if args.cross_attention_window is not None:  # per call: 0 (every entry) is allowed there, not in a config
         extra["longspec_cross_attention_window"] = args.cross_attention_window
+    if args.rerank_leaves is not None:
+        extra["longspec_rerank_leaves"] = args.rerank_leaves
     if args.no_compile:  # tau does not depend on it; captured graphs alone start in a second, not a minute
         extra["longspec_compile"] = False
     _sync(device)
@@ -421,6 +423,8 @@ def joined(paths: list[str]) -> dict:
         differ = [key for key in JOIN_SETTINGS if result["settings"].get(key) != first["settings"].get(key)]
         if window_read(result) != window_read(first):
             differ.append("cross_attention_window")
+        if bool(result["settings"].get("rerank_leaves")) != bool(first["settings"].get("rerank_leaves")):
+            differ.append("rerank_leaves")  # what the calls did; runs before the forty-third session never re-ranked
         if result["draft"]["weights_digest"] != first["draft"]["weights_digest"]:
             differ.append("draft weights_digest")
         if differ:
@@ -494,6 +498,9 @@ def parse_args(argv=None):
     parser.add_argument("--suffix-of", type=int, default=None, metavar="LENGTH",
                         help="--align end: cut every prompt from this longer prompt (default: the longest length), "
                              "so a run of 2048 alone measures the 2048-token suffixes a 2048+8000 run measures")
+    parser.add_argument("--rerank-leaves", action=argparse.BooleanOptionalAction, default=None,
+                        help="the tree's leaves re-ranked over every drafted node (longspec_rerank_leaves; default: "
+                             "the draft config's tree_rerank_leaves)")
     parser.add_argument("--no-compile", action="store_true", help="CUDA: captured rounds without torch.compile")
     parser.add_argument("--text-file", action="append", type=text_file, default=[], metavar="NAME=PATH",
                         help="also a kind NAME cut from this local text file (repeatable)")
@@ -563,7 +570,7 @@ def main(argv=None) -> dict:
     rows = summarize(records, depth)
     dtype = str(target.get_input_embeddings().weight.dtype).replace("torch.", "")
     settings = {k: v for k, v in vars(args).items()}
-    settings.update(tree_widths=widths, dtype=dtype)
+    settings.update(tree_widths=widths, dtype=dtype, rerank_leaves=draft.last_stats.rerank_leaves)
     result = {"machine": machine_info(device, ["benchmarks/tau_curve.py", *(sys.argv[1:] if argv is None else argv)]),
               "settings": settings, "draft": {"source": source, "weights_digest": model_weights_digest(draft),
                                               "cross_attention_window": draft.last_stats.cross_attention_window},

@@ -259,10 +259,14 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     import argparse
 
     bench = load_script("benchmarks/decode_bench.py")
-    args = argparse.Namespace(lookups=[16], windows=[8, 0], chains=[2], trees=["2-2"], rounds_only=True)
+    args = argparse.Namespace(lookups=[16], windows=[8, 0], chains=[2], trees=["2-2"], rounds_only=True,
+                              rerank_leaves=True)
     variants = bench.variant_methods(args)
     assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_chains2",
-                              "longspec_rounds_only", "longspec_tree_2-2"]
+                              "longspec_rounds_only", "longspec_rerank", "longspec_lookup16_rerank", "longspec_tree_2-2"]
+    # --rerank-leaves (forty-third session): the tree's leaves re-ranked, for the default and each --lookups K
+    assert variants["longspec_lookup16_rerank"] == {"assistant_model": True, "longspec_lookup_tokens": 16,
+                                                    "longspec_rerank_leaves": True}
     assert variants["longspec_chains2"] == {"assistant_model": True, "longspec_lookup_chains": 2}
     # --rounds-only (thirty-ninth session): the shipped decoder without plain steps, beside the default
     assert variants["longspec_rounds_only"] == {"assistant_model": True, "longspec_plain_steps": False}
@@ -274,6 +278,9 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
     reference = bench.run(target, {True: draft}, "vanilla_dynamic", ids, 12)["tokens"]
     record = bench.run(target, {True: draft}, "longspec_window8", ids, 12)
     assert record["tokens"] == reference and record["stats"]["cross_attention_window"] == 8
+    monkeypatch.setitem(bench.METHODS, "longspec_rerank", {**variants["longspec_rerank"], **eager})
+    record = bench.run(target, {True: draft}, "longspec_rerank", ids, 12)
+    assert record["tokens"] == reference and record["stats"]["rerank_leaves"]
     from hf_longspec.evaluation import prompt_digest  # every record names its prompt's tokens (forty-first session)
     assert record["prompt_digest"] == prompt_digest(ids) != prompt_digest(ids[:, 1:])
     assert draft.config.cross_attention_window is None
@@ -293,7 +300,7 @@ def test_decode_bench_times_a_tree_with_a_chain_length_of_its_own(monkeypatch, c
 
     bench = load_script("benchmarks/decode_bench.py")
     variants = bench.variant_methods(argparse.Namespace(lookups=[], windows=[], chains=[], trees=["1-1-1-1+16", "2-2"],
-                                                        rounds_only=False))
+                                                        rounds_only=False, rerank_leaves=False))
     assert variants == {
         "longspec_tree_1-1-1-1+16": {"assistant_model": True, "longspec_tree_widths": [1, 1, 1, 1],
                                      "longspec_lookup_tokens": 16},

@@ -118,7 +118,8 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
     """The draft shipped since the twenty-seventh session also cross-attends to target layer 4; loaded the
     way the main job loads it ('embedded'), on real prose, its output is vanilla greedy's with its own tree alone
     (several tokens per round, so accepted paths run through both layers' K/V), with its default chain beside
-    it, and with the round a call on a CPU drafts by default (1-1-1 and a 16-token chain)."""
+    it, with its leaves re-ranked, and with the round a call on a CPU drafts by default (1-1-1 and a 16-token
+    chain)."""
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     assert draft.target_layers == (29, 4) and draft.config.lookup_tokens == 32
@@ -130,6 +131,9 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
     assert torch.equal(alone, reference)
     assert draft.last_stats.tau > 2.0 and draft.last_stats.tree_widths == (4, 16, 16, 16, 16)
     assert torch.equal(target.generate(ids, assistant_model=draft, longspec_lookup_tokens=32, **own_tree), reference)
+    # its 16 leaves re-ranked over all 53 nodes it runs: leaves at every depth, the same tokens
+    reranked = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=0, longspec_rerank_leaves=True, **own_tree)
+    assert torch.equal(reranked, reference) and draft.last_stats.rerank_leaves and draft.last_stats.tau > 2.0
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False), reference)
     assert (draft.last_stats.tree_widths, draft.last_stats.lookup_tokens) == ((1, 1, 1), 16)
 

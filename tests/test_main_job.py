@@ -37,6 +37,12 @@ def test_the_main_job_takes_a_tree_and_says_which_tree_it_drafted(embedded, monk
     printed = capsys.readouterr().out
     assert "tree: 4-16-16-16-16 nodes per depth, and a 32-token prompt-lookup chain" in printed
     assert "output identical to vanilla greedy: yes" in printed
+    # --rerank-leaves (forty-third session) reaches generate as longspec_rerank_leaves=True, and the report says so
+    assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12", "--tree-widths", "4", "16", "16", "16",
+                     "16", "--lookup-tokens", "0", "--rerank-leaves"]) == 0
+    printed = capsys.readouterr().out
+    assert "tree: 4-16-16-16-16 nodes per depth, its leaves re-ranked over every drafted node\n" in printed
+    assert "output identical to vanilla greedy: yes" in printed
 
 
 def test_the_report_says_when_a_call_drafted_no_tree():

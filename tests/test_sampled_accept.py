@@ -26,6 +26,8 @@ from hf_longspec.generation.sampled_accept import DeviceWarpers, sample_accept, 
 VOCAB, ALPHA = 6, 1e-4
 LAYOUT = TreeLayout((2, 2), lookup=2)  # nodes: root 0 | depth 1: 1, 2 | depth 2: 3, 4 | chain: 5, 6
 GRANDPARENTS = ((1, 1), (1, 2), (2, 2))  # how the two depth-2 nodes hang under depth 1
+RERANKED = TreeLayout((2, 2), lookup=2, rerank_leaves=True)  # nodes 3, 4: leaves under any of 0, 1, 2
+LEAF_PARENTS = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))  # how the two leaves hang
 
 
 def _law(generator, *shape):
@@ -118,21 +120,23 @@ def test_the_device_walk_emits_the_target_law_through_tree_and_chain():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("reranked", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled):
+def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked):
     """Captured as a CUDA graph (as the round is; compiled as on CUDA by default), each replay draws
-    new uniforms: two replays differ, and each follows the target's law."""
-    tree, scores = _random_trees(200_000, device="cuda")
+    new uniforms: two replays differ, and each follows the target's law (re-ranked leaves too)."""
+    layout = RERANKED if reranked else LAYOUT
+    tree, scores = (_reranked_trees if reranked else _random_trees)(200_000, device="cuda")
     children = try_children(compiled)
     torch.manual_seed(0)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        sample_accept(LAYOUT, tree, scores, children)  # warm-up (and compile), as capture wants
+        sample_accept(layout, tree, scores, children)  # warm-up (and compile), as capture wants
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        paths = sample_accept(LAYOUT, tree, scores, children)
+        paths = sample_accept(layout, tree, scores, children)
     replays = []
     for _ in range(2):
         graph.replay()
@@ -152,6 +156,63 @@ def test_the_host_walk_emits_the_same_law():
         path = walk.verify(tree.to_host(row, LAYOUT.lookup_offset), scores[row], torch.tensor([[0]]))
         emitted[row, : len(path.tokens)], count[row] = path.tokens, len(path.tokens)
     assert _assert_target_law(emitted, count, "host") >= 5
+
+
+def _reranked_trees(rows, seed=3, device="cpu"):
+    """As ``_random_trees``, with re-ranked leaves: each hangs under the root (then it is the root's third or
+    fourth draw from Q0, its text one token: law P1) or under a depth-1 node (that node's first or second
+    draw: law P2). A node's leaves are its draws after its drafted children, in order."""
+    (p0, p1, p2), (q0, q1), chain = _tables()
+    g = torch.Generator().manual_seed(seed)
+    root_draws = _draws_without_replacement(q0.expand(rows, -1), 4, g)  # (B, 4): nodes 1, 2, then its leaves
+    depth1 = root_draws[:, :2]
+    under = [_draws_without_replacement(q1[depth1[:, j]], 2, g) for j in range(2)]
+    draws = torch.stack([root_draws, torch.cat([under[0], under[0]], 1), torch.cat([under[1], under[1]], 1)], 1)
+    parents = torch.tensor(LEAF_PARENTS)[torch.randint(0, len(LEAF_PARENTS), (rows,), generator=g)]  # (B, 2)
+    first_draw = torch.tensor([2, 0, 0])[parents]  # the root's first two draws are its drafted children
+    first_draw[:, 1] += (parents[:, 1] == parents[:, 0]).long()  # a second leaf of the same node: its next draw
+    leaves = draws[torch.arange(rows)[:, None], parents, first_draw]
+    tokens = torch.cat([torch.zeros(rows, 1, dtype=torch.long), depth1, leaves, torch.tensor(chain).expand(rows, -1)], 1)
+    tree = TreeBuffers.allocate(RERANKED, rows, "cpu", VOCAB, keep_probs=True)
+    tree.tokens.copy_(tokens)
+    tree.parents.copy_(torch.cat([torch.zeros(rows, 3, dtype=torch.long), parents,
+                                  torch.tensor([0, 5]).expand(rows, -1)], dim=1))
+    tree.valid.fill_(True)
+    tree.draft_probs.copy_(torch.stack([q0.expand(rows, -1), q1[depth1[:, 0]], q1[depth1[:, 1]]], dim=1))
+    leaf_law = torch.where((parents == 0)[..., None], p1[leaves], p2[tokens.gather(1, parents), leaves])
+    law = torch.cat([p0.expand(rows, 1, -1), p1[depth1], leaf_law, p1[tokens[:, 5:6]],
+                     p2[tokens[:, 5:6], tokens[:, 6:7]]], dim=1)
+    moved = TreeBuffers.allocate(RERANKED, rows, device, VOCAB, keep_probs=True)
+    for name in ("tokens", "parents", "valid", "draft_probs"):
+        getattr(moved, name).copy_(getattr(tree, name))
+    return moved, torch.log(law).to(device)
+
+
+def test_the_walks_try_reranked_leaves_after_a_nodes_children_and_keep_the_law():
+    """Re-ranked leaves under the root are tried after its drafted children (its later draws), leaves under a
+    depth-1 node as its children: the device walk and the host walk both emit the target's law, and
+    rounds keep leaves of both kinds."""
+    rows = 200_000
+    tree, scores = _reranked_trees(rows)
+    torch.manual_seed(2)
+    paths = sample_accept(RERANKED, tree, scores)
+    emitted, count = paths.emitted.numpy(), paths.accepted.numpy()
+    assert _assert_target_law(emitted, count, "device, re-ranked") >= 15
+    last = paths.path_nodes.gather(1, paths.accepted[:, None] - 1)[:, 0]
+    at_root = (last >= 3) & (last <= 4) & (paths.accepted == 2)  # a leaf one below the root
+    below = (last >= 3) & (last <= 4) & (paths.accepted == 3)
+    assert at_root.float().mean() > 0.02 and below.float().mean() > 0.02, (at_root.float().mean(), below.float().mean())
+    for row in range(200):
+        nodes = paths.path_nodes[row, : count[row]].tolist()
+        assert [tree.tokens[row, n].item() for n in nodes[1:]] == emitted[row, : count[row] - 1].tolist()
+        assert all(tree.parents[row, b].item() == a for a, b in zip(nodes, nodes[1:]))
+    host_rows = 12_000
+    walk = PathVerifier(do_sample=True)
+    emitted, count = np.zeros((host_rows, 3), dtype=np.int64), np.zeros(host_rows, dtype=np.int64)
+    for row in range(host_rows):
+        path = walk.verify(tree.to_host(row, RERANKED.lookup_offset), scores[row], torch.tensor([[0]]))
+        emitted[row, : len(path.tokens)], count[row] = path.tokens, len(path.tokens)
+    assert _assert_target_law(emitted, count, "host, re-ranked") >= 5
 
 
 def _one_tree(tokens, parents, draft_q):

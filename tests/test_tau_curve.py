@@ -970,7 +970,8 @@ def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau
     with pytest.raises(ValueError, match="8000-token code prompt a8 gave other tokens"):
         tau_curve.joined([long_run, other_tokens])
     for name, changes, named in (("drafted", {"digest": "w2"}, "draft weights_digest"),
-                                 ("chained", {"settings": {"lookup_tokens": 32}}, "lookup_tokens")):
+                                 ("chained", {"settings": {"lookup_tokens": 32}}, "lookup_tokens"),
+                                 ("reranked", {"settings": {"rerank_leaves": True}}, "rerank_leaves")):
         with pytest.raises(ValueError, match=f"measured otherwise than .*long.json \\({named}\\)"):
             tau_curve.joined([long_run, run(name, [record(1024, "b1", 2.0, [1])], **changes)])
     # the window the calls read decides, not how it was asked for: the config's 2048 and a named 2048 join
@@ -982,6 +983,9 @@ def test_join_puts_runs_of_one_draft_together_and_refuses_runs_that_disagree(tau
         tau_curve.joined([configs, whole])
     with pytest.raises(ValueError, match="\\(cross_attention_window\\)"):  # a run before the record: not known
         tau_curve.joined([configs, long_run])
+    # a run before re-ranking existed (no rerank_leaves) never re-ranked: it joins a run that says False
+    plain = run("plain", [record(1024, "a1", 2.0, [5])], settings={"rerank_leaves": False})
+    assert len(tau_curve.joined([long_run, plain])["runs"]) == 3
 
 
 def test_prompt_overlap_finds_a_prompt_whose_ending_another_holds():

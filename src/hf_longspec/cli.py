@@ -117,7 +117,7 @@ def cmd_run(args) -> int:
 
     report = run_main_job(args.prompt_tokens, args.max_new_tokens, args.kind, args.draft, args.device, args.seed,
                           args.dtype, args.lookup_tokens, args.cross_attention_window, args.tree_widths,
-                          args.plain_steps)
+                          args.plain_steps, args.rerank_leaves)
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
 
@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="let the call take one-token steps while rounds deliver fewer tokens per second "
                           "(longspec_plain_steps; default: on a CPU the draft config's cpu_plain_steps, true for the "
                           "shipped draft; off on a GPU)")
+    run.add_argument("--rerank-leaves", action=argparse.BooleanOptionalAction, default=None,
+                     help="fill the tree's last width with the best children of every drafted node, not only of the "
+                          "last depth's (longspec_rerank_leaves; default: the draft config's tree_rerank_leaves)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

@@ -70,6 +70,11 @@ class LongSpecDraftConfig(PretrainedConfig):
     - tree_batch_nodes: cap on drafted nodes per round summed over a batch: with B rows each tree keeps
       at most tree_batch_nodes // B nodes (None: no cap). The verification forward grows with rows x
       nodes; on the H200 (SmolLM2, 8k) 16 rows of 69 nodes ran at 1.36x vanilla, of 32 nodes at 2.13x.
+    - tree_rerank_leaves: False (the paper's tree: the last width's nodes are the best children of the last
+      depth's nodes), or True: they are the best children of every node the draft runs, by cumulative log q
+      (EAGLE-2's re-ranking, for the leaves only). The draft runs the same nodes and the target verifies the
+      same rows; a likely second guess near the root replaces an unlikely leaf deep down. Per call:
+      ``longspec_rerank_leaves``. Off by default.
     - tree_ladder: smaller trees, largest first. Under a node budget smaller than tree_widths (the caps
       above, or a long context: generation/tree_budget.py) the draft uses the largest that fits.
     - cross_attention_length_scale: None (off), or n0 > 0: each cross-attention head h scales its
@@ -142,6 +147,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         tree_max_nodes: int | None = None,
         tree_batch_nodes: int | None = 512,
         tree_ladder: list[list[int]] | tuple[tuple[int, ...], ...] = DEFAULT_TREE_LADDER,
+        tree_rerank_leaves: bool = False,
         lookup_tokens: int = 0,
         cpu_tree_widths: list[int] | tuple[int, ...] | None = None,
         cpu_lookup_tokens: int | None = None,
@@ -175,6 +181,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.tree_max_nodes = tree_max_nodes
         self.tree_batch_nodes = tree_batch_nodes
         self.tree_ladder = [list(tree) for tree in tree_ladder or ()]  # None: no ladder
+        self.tree_rerank_leaves = tree_rerank_leaves
         self.lookup_tokens = lookup_tokens
         self.cpu_tree_widths = list(cpu_tree_widths) if isinstance(cpu_tree_widths, (list, tuple)) else cpu_tree_widths
         self.cpu_lookup_tokens = cpu_lookup_tokens
@@ -207,6 +214,9 @@ class LongSpecDraftConfig(PretrainedConfig):
                for tree in self.tree_ladder):
             raise ValueError(f"tree_ladder must be a list of non-empty lists of positive ints (or None: no "
                              f"ladder), got {self.tree_ladder}")
+        if not isinstance(self.tree_rerank_leaves, bool):
+            raise ValueError(f"tree_rerank_leaves must be True or False (whether the tree's leaves are the best "
+                             f"children of every drafted node), got {self.tree_rerank_leaves!r}")
         from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
 
         if not is_lookup_length(self.lookup_tokens):

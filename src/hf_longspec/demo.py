@@ -68,6 +68,7 @@ class RunReport:
             return "tree: none (the call decoded without speculation)"
         chain = self.stats["lookup_tokens"]
         return (f"tree: {'-'.join(map(str, self.stats['tree_widths']))} nodes per depth"
+                + (", its leaves re-ranked over every drafted node" if self.stats.get("rerank_leaves") else "")
                 + (f", and a {chain}-token prompt-lookup chain" if chain else ""))
 
     @property
@@ -94,7 +95,8 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
                  lookup_tokens: int | None = None, cross_attention_window: int | None = None,
-                 tree_widths: list[int] | None = None, plain_steps: bool | None = None) -> RunReport:
+                 tree_widths: list[int] | None = None, plain_steps: bool | None = None,
+                 rerank_leaves: bool | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
     device = target.device
     drafter, source = load_draft_for(target, draft)
@@ -103,7 +105,7 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     target.generate(ids[:, :64], max_new_tokens=4, do_sample=False)  # warm-up (kernels, allocator)
     speculation = dict(assistant_model=drafter, longspec_lookup_tokens=lookup_tokens,
                        longspec_cross_attention_window=cross_attention_window, longspec_tree_widths=tree_widths,
-                       longspec_plain_steps=plain_steps)
+                       longspec_plain_steps=plain_steps, longspec_rerank_leaves=rerank_leaves)
     target.generate(ids[:, :64], max_new_tokens=8, do_sample=False, **speculation)
     _, prefill = timed(lambda: target.generate(ids, max_new_tokens=1, do_sample=False), device)
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common), device)

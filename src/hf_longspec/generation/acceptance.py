@@ -39,14 +39,12 @@ class AcceptedPaths:
     lookup: torch.Tensor | None = None  # (B,) bool: the lookup chain's path was taken
 
 
-def first_child_flags(layout: TreeLayout, parents: torch.Tensor) -> torch.Tensor:
-    """(B, N) bool: node is the best-ranked child of its parent (children are grouped by parent)."""
-    flags = torch.ones_like(parents, dtype=torch.bool)
-    for depth, width in enumerate(layout.widths, start=1):
-        start = layout.offsets[depth]
-        same = parents[:, start + 1 : start + width] == parents[:, start : start + width - 1]
-        flags[:, start + 1 : start + width] = ~same
-    return flags
+def first_child_flags(parents: torch.Tensor) -> torch.Tensor:
+    """(B, N) bool: node is the best-ranked child of its parent (no earlier node has its parent; a parent's
+    drafted children come before its re-ranked leaves, each group in rank order). The root counts as one."""
+    ids = torch.arange(parents.shape[1], device=parents.device)
+    earlier_sibling = (parents[:, :, None] == parents[:, None, :]) & (ids[None, :] < ids[:, None])[None] & (ids > 0)
+    return ~earlier_sibling.any(dim=2)
 
 
 def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Tensor) -> AcceptedPaths:
@@ -58,14 +56,16 @@ def greedy_accept(layout: TreeLayout, tree: TreeBuffers, target_logits: torch.Te
     path = torch.zeros(batch, layout.path_length + 1, dtype=torch.long, device=best.device)
     count = torch.ones(batch, dtype=torch.long, device=best.device)
     offsets = layout.offsets
-    for depth, width in enumerate(layout.widths, start=1):
+    for depth, width in enumerate(layout.widths, start=1):  # the last block: re-ranked leaves hang at any depth
         nodes = slice(offsets[depth], offsets[depth] + width)
         parent = tree.parents[:, nodes]
         ok = accepted.gather(1, parent) & (tree.tokens[:, nodes] == best.gather(1, parent)) & tree.valid[:, nodes]
         accepted[:, nodes] = ok
-        # at most one node per depth is accepted: siblings hold distinct tokens
-        path[:, depth] = offsets[depth] + ok.int().argmax(dim=1)
-        count += ok.any(dim=1)
+        # at most one node per block is accepted, below the path's last node (children of one node hold
+        # distinct tokens, and a leaf under a node whose drafted child was right never holds that child's token)
+        hit = ok.any(dim=1)
+        path.scatter_(1, count[:, None], torch.where(hit, offsets[depth] + ok.int().argmax(dim=1), 0)[:, None])
+        count += hit
     use_lookup = None
     for first in layout.chain_offsets:  # each lookup chain; a later one only where it accepts more
         chain = slice(first, first + layout.lookup)
@@ -89,7 +89,7 @@ def path_kinds(layout: TreeLayout, tree: TreeBuffers, path: torch.Tensor, count:
     """(B,) bool: the accepted path leaves the chain of first children (or is the lookup chain's)."""
     steps = torch.arange(layout.path_length + 1, device=path.device)[None]
     on_path = (steps > 0) & (steps < count[:, None])
-    branching = ~first_child_flags(layout, tree.parents).gather(1, path)
+    branching = ~first_child_flags(tree.parents).gather(1, path)
     non_chain = (branching & on_path).any(dim=1)
     if use_lookup is not None:  # a chain node is no draft node's first child
         non_chain = non_chain | use_lookup

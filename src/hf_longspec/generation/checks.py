@@ -64,6 +64,18 @@ def cross_attention_window_for(draft, generation_config, requested) -> int | Non
     return requested or None
 
 
+def rerank_leaves_for(draft, generation_config, requested) -> bool:
+    """``longspec_rerank_leaves`` (else the generation config's, else the draft config's ``tree_rerank_leaves``):
+    whether the tree's last width holds the best children of every node the draft runs (draft_tree.py)."""
+    requested, name = asked(generation_config, "longspec_rerank_leaves", requested)
+    if requested is None:
+        return bool(getattr(draft.config, "tree_rerank_leaves", False))
+    if not isinstance(requested, bool):
+        raise UnsupportedGenerationError(
+            f"{name}={requested!r}; allowed: True, False or None (the draft config's tree_rerank_leaves).")
+    return requested
+
+
 def plain_steps_for(draft, generation_config, requested, on_cpu: bool, on_host: bool) -> bool:
     """Whether a call may take plain one-token steps where rounds deliver fewer tokens per second
     (plain_steps.py): ``longspec_plain_steps``, else the generation config's, else, on a CPU, the draft config's

@@ -78,7 +78,6 @@ class LongSpecDecoder:
         # (drafted and verified on in every later round of the batch) would be written beyond the cache
         self.commit_limit = torch.full((batch_size,), capacity, dtype=torch.long, device=self.device)
         self.node_steps = torch.arange(layout.num_nodes, device=self.device)[None]
-        self.node_depths = torch.tensor(layout.depth_of_nodes(), device=self.device)[None]
         # the lookup chain's committed-token history (None without a chain: nothing changes then)
         self.lookup = PromptLookup(batch_size, capacity, layout.lookup, self.device, chains=layout.lookup_chains) \
             if layout.lookup else None
@@ -153,7 +152,7 @@ class LongSpecDecoder:
         lengths, tree = self.cache.lengths, self.tree
         ancestors = tree.ancestors[:, :n, :n]
         self.cache.write_positions[:, :n].copy_(lengths[:, None] + self.node_steps[:, :n])
-        positions = lengths[:, None] + self.node_depths[:, :n]
+        positions = lengths[:, None] + tree.depths[:, :n]
         if self.verify_mode == "hybrid":
             extra = {
                 "attention_mask": ancestors[:, None],  # a 4D placeholder: transformers builds no mask

@@ -4,6 +4,11 @@ Depth 1 holds the top widths[0] tokens of the root; every later depth holds the 
 widths[d] (parent, token) pairs by cumulative draft log-probability (the paper's tree). Leaves
 at the last depth are never run through the draft.
 
+With ``rerank_leaves`` (EAGLE-2's re-ranking, for the leaves only) the last width's nodes are the global
+top (parent, token) pairs of EVERY node the draft ran, not only of the last depth's: a likely second
+guess near the root outranks an unlikely one deep down. The nodes the draft runs, and so the rows
+verified, stay the same; a leaf's depth is then its parent's plus one (``TreeBuffers.depths``).
+
 The shape is fixed by the widths: node ids are assigned depth by depth ([root | depth 1 | depth
 2 | ...]), within a depth grouped by parent and best first. So every buffer is preallocated, every
 step is a device op, and the whole drafting phase can be captured once as a CUDA graph. A node
@@ -17,12 +22,14 @@ from the root, one after the other (the latest match's continuation, then older 
 Sampling keeps this shape and stays lossless: how many children each node gets is fixed from the
 deterministic top-k ranking *before* its children are drawn, and the children are then drawn
 without replacement from the draft distribution q (Gumbel-top-k). Recursive rejection sampling
-(acceptance.py) needs exactly that: candidates that are sequential draws from q.
+(acceptance.py) needs exactly that: candidates that are sequential draws from q. So a node's
+children take its first draws in order (ranks 0, 1, ... whatever ties the ranking broke), and its
+re-ranked leaves its next ones, after its drafted children.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -36,6 +43,7 @@ class TreeLayout:
     widths: tuple[int, ...]
     lookup: int = 0
     lookup_chains: int = 1  # chains of ``lookup`` nodes each (when lookup > 0)
+    rerank_leaves: bool = False  # the last width's nodes: the best children of every run node, not of the last depth
 
     @classmethod
     def plan(cls, widths, max_nodes: int | None, vocab_size: int) -> "TreeLayout":
@@ -66,7 +74,7 @@ class TreeLayout:
     def with_lookup(self, tokens: int, chains: int = 1) -> "TreeLayout":
         """This tree plus ``chains`` lookup chains of ``tokens`` nodes. A chain may reach deeper than the
         draft: a copied passage is often accepted whole, where the draft's acceptance decays."""
-        return TreeLayout(self.widths, int(tokens), int(chains) if tokens else 1)
+        return replace(self, lookup=int(tokens), lookup_chains=int(chains) if tokens else 1)
 
     @property
     def chain_offsets(self) -> tuple[int, ...]:
@@ -93,8 +101,22 @@ class TreeLayout:
         return tuple(starts)
 
     def depth_of_nodes(self) -> list[int]:
+        """Each node's depth; a re-ranked leaf's is set per round (this says the last depth)."""
         return [0] + [d + 1 for d, width in enumerate(self.widths) for _ in range(width)] + \
             list(range(1, self.lookup + 1)) * self.lookup_chains
+
+    def candidates_per_node(self, vocab_size: int) -> int:
+        """Ranked children kept per run node: its drafted children, and with ``rerank_leaves`` every leaf too."""
+        return min(vocab_size, max(self.widths, default=1) + (self.widths[-1] if self.rerank_leaves else 0))
+
+    def child_slots(self, depth: int) -> list[int]:
+        """Node ids that may be children of a node at ``depth`` < self.depth, in the order its draws fill them:
+        the next depth's, then (re-ranked) the leaves'."""
+        offsets, leaves = self.offsets, self.offsets[self.depth]
+        slots = list(range(offsets[depth + 1], offsets[depth + 1] + self.widths[depth]))
+        if self.rerank_leaves and depth + 1 < self.depth:
+            slots += list(range(leaves, leaves + self.widths[-1]))
+        return slots
 
 
 @dataclass
@@ -131,11 +153,15 @@ class TreeBuffers:
     scores: torch.Tensor  # (B, N) float32 cumulative log q
     ancestors: torch.Tensor  # (B, N, N) bool, ancestor-or-self
     path_tokens: torch.Tensor  # (B, N, D) long: tokens from depth 1 down to the node (processors' input)
+    depths: torch.Tensor  # (B, N) long: each node's depth (a re-ranked leaf's changes per round)
+    ranked_log_q: torch.Tensor  # (B, N_run, K) float32: each run node's top-K log q, best first (the ranking)
+    candidates: torch.Tensor  # (B, N_run, K) long: the tokens its children take, in order (sampled: its draws)
+    candidate_log_q: torch.Tensor  # (B, N_run, K) float32: their log q
     draft_probs: torch.Tensor | None = field(default=None)  # (B, N_run, V) float32, sampling only
 
     @classmethod
     def allocate(cls, layout: TreeLayout, batch: int, device, vocab_size: int, keep_probs: bool) -> "TreeBuffers":
-        n = layout.num_nodes
+        n, k = layout.num_nodes, layout.candidates_per_node(vocab_size)
         return cls(
             tokens=torch.zeros(batch, n, dtype=torch.long, device=device),
             parents=torch.zeros(batch, n, dtype=torch.long, device=device),
@@ -143,6 +169,10 @@ class TreeBuffers:
             scores=torch.zeros(batch, n, dtype=torch.float32, device=device),
             ancestors=torch.zeros(batch, n, n, dtype=torch.bool, device=device),
             path_tokens=torch.zeros(batch, n, max(layout.depth, 1), dtype=torch.long, device=device),
+            depths=torch.tensor(layout.depth_of_nodes(), device=device)[None].repeat(batch, 1),
+            ranked_log_q=torch.zeros(batch, layout.num_run, k, dtype=torch.float32, device=device),
+            candidates=torch.zeros(batch, layout.num_run, k, dtype=torch.long, device=device),
+            candidate_log_q=torch.zeros(batch, layout.num_run, k, dtype=torch.float32, device=device),
             draft_probs=(torch.zeros(batch, layout.num_run, vocab_size, dtype=torch.float32, device=device)
                          if keep_probs else None),
         )
@@ -216,18 +246,27 @@ class TreeDrafter:
             log_q = self._log_probs(logits, history, tree.path_tokens[:, frontier, : depth - 1])
             if tree.draft_probs is not None:
                 tree.draft_probs[:, frontier] = log_q.exp()
-            parent_local, child_tokens, child_log_q = self._choose_children(log_q, tree.scores[:, frontier], width)
-            new = slice(offsets[depth], offsets[depth] + width)
-            parent = start + parent_local  # (B, width) node ids
-            tree.tokens[:, new] = child_tokens
-            tree.parents[:, new] = parent
-            tree.scores[:, new] = tree.scores.gather(1, parent) + child_log_q
-            tree.valid[:, new] = tree.valid.gather(1, parent) & torch.isfinite(child_log_q)
-            tree.ancestors[:, new] = tree.ancestors.gather(
-                1, parent[..., None].expand(batch, width, layout.num_nodes)) | self._eye[new]
-            paths = tree.path_tokens.gather(1, parent[..., None].expand(batch, width, tree.path_tokens.shape[2]))
-            paths[:, :, depth - 1] = child_tokens
-            tree.path_tokens[:, new] = paths
+            self._rank_candidates(log_q, frontier)
+            if layout.rerank_leaves and depth == layout.depth:  # the leaves: any run node's next candidates
+                pool, taken = slice(0, run), self._children_per_node()
+            else:
+                pool, taken = frontier, None
+            parent, child_tokens, child_log_q = self._choose_children(pool, taken, width)
+            self._add_nodes(slice(offsets[depth], offsets[depth] + width), parent, child_tokens, child_log_q)
+
+    def _add_nodes(self, new: slice, parent: torch.Tensor, tokens: torch.Tensor, log_q: torch.Tensor) -> None:
+        """Write nodes ``new`` under ``parent`` (B, W) node ids: tokens, scores, validity, depth, ancestors, paths."""
+        tree, batch, width = self.buffers, parent.shape[0], parent.shape[1]
+        tree.tokens[:, new] = tokens
+        tree.parents[:, new] = parent
+        tree.scores[:, new] = tree.scores.gather(1, parent) + log_q
+        tree.valid[:, new] = tree.valid.gather(1, parent) & torch.isfinite(log_q)
+        depth = tree.depths.gather(1, parent) + 1
+        tree.depths[:, new] = depth
+        tree.ancestors[:, new] = tree.ancestors.gather(
+            1, parent[..., None].expand(batch, width, self.layout.num_nodes)) | self._eye[new]
+        paths = tree.path_tokens.gather(1, parent[..., None].expand(batch, width, tree.path_tokens.shape[2]))
+        tree.path_tokens[:, new] = paths.scatter(2, (depth - 1)[..., None], tokens[..., None])
 
     def attach_lookup(self, tokens: torch.Tensor, valid: torch.Tensor) -> None:
         """Write the (B, C * K) lookup chains into their nodes (after ``build``); invalid ones are never accepted."""
@@ -255,21 +294,45 @@ class TreeDrafter:
                 for column in range(scores.shape[1])], dim=1)
         return torch.log_softmax(scores, dim=-1)
 
-    def _choose_children(self, log_q: torch.Tensor, parent_scores: torch.Tensor, width: int):
-        """(parent index in frontier, token, log q(token)), each (B, width), grouped by parent, best first."""
-        batch, count, vocab = log_q.shape
-        k = min(width, vocab)
-        top_log_q, top_tokens = log_q.topk(k, dim=-1)  # (B, count, k)
-        candidate = (parent_scores[..., None] + top_log_q).flatten(1)
-        picked = candidate.topk(width, dim=-1).indices  # (B, width)
-        picked = picked.gather(1, torch.argsort(picked, dim=-1))  # parent-major, then rank within parent
-        parent_local, rank = picked // k, picked % k
-        if not self.do_sample:
-            return parent_local, top_tokens.flatten(1).gather(1, picked), top_log_q.flatten(1).gather(1, picked)
-        # sampling: the ranking fixed how many children each parent gets; the children themselves are
-        # its first draws without replacement from q (Gumbel-top-k), in draw order
-        uniform = torch.rand_like(log_q).clamp_(min=1e-20)
-        drawn = (log_q - torch.log(-torch.log(uniform))).topk(k, dim=-1).indices  # (B, count, k)
-        child_tokens = drawn.flatten(1).gather(1, parent_local * k + rank)
-        child_log_q = log_q.flatten(1).gather(1, parent_local * vocab + child_tokens)
-        return parent_local, child_tokens, child_log_q
+    def _rank_candidates(self, log_q: torch.Tensor, frontier: slice) -> None:
+        """Each frontier node's top-K log q (the deterministic ranking) and the tokens its children will take:
+        greedy, the top-K themselves; sampled, its first K draws without replacement from q (Gumbel-top-k)."""
+        tree = self.buffers
+        ranked, tokens = log_q.topk(tree.candidates.shape[2], dim=-1)
+        if self.do_sample:
+            uniform = torch.rand_like(log_q).clamp_(min=1e-20)
+            tokens = (log_q - torch.log(-torch.log(uniform))).topk(tokens.shape[2], dim=-1).indices
+        tree.ranked_log_q[:, frontier] = ranked
+        tree.candidates[:, frontier] = tokens
+        tree.candidate_log_q[:, frontier] = log_q.gather(2, tokens) if self.do_sample else ranked
+
+    def _children_per_node(self) -> torch.Tensor:
+        """(B, N_run) long: how many drafted children each run node has (they took its first candidates)."""
+        tree, run = self.buffers, self.layout.num_run
+        counts = torch.zeros_like(tree.parents[:, :run])
+        return counts.scatter_add_(1, tree.parents[:, 1:run], torch.ones_like(tree.parents[:, 1:run]))
+
+    def _choose_children(self, pool: slice, taken: torch.Tensor | None, width: int):
+        """The best ``width`` (parent, candidate) pairs among the ``pool`` nodes' candidates (past the ``taken``
+        (B, n) first ones of each) by cumulative log q: (parent node id, token, log q), each (B, width),
+        grouped by parent, best first.
+
+        Each parent's children are its next candidates IN ORDER, whatever ties the ranking broke (topk
+        among equal scores may pick a parent's third candidate and not its second): sampled, the
+        candidates are draws, and recursive rejection needs a parent's first draws, not any of them."""
+        tree = self.buffers
+        ranked = tree.ranked_log_q[:, pool]
+        k = ranked.shape[2]
+        candidate = tree.scores[:, pool, None] + ranked
+        if taken is not None:
+            candidate = candidate.masked_fill(torch.arange(k, device=ranked.device) < taken[..., None], float("-inf"))
+        picked = candidate.flatten(1).topk(width, dim=-1).indices  # (B, width)
+        parent_local = picked.sort(dim=-1).values // k  # parent-major
+        earlier_parents = (parent_local[:, None, :] < parent_local[:, :, None]).sum(dim=2)  # the picks before its group
+        rank = torch.arange(width, device=picked.device) - earlier_parents  # 0, 1, ... within each parent
+        if taken is not None:
+            rank = rank + taken.gather(1, parent_local)
+        flat = parent_local * k + rank.clamp(max=k - 1)
+        child_log_q = tree.candidate_log_q[:, pool].flatten(1).gather(1, flat)
+        child_log_q = child_log_q.masked_fill(rank >= k, float("-inf"))  # past a parent's last candidate: invalid
+        return pool.start + parent_local, tree.candidates[:, pool].flatten(1).gather(1, flat), child_log_q

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -17,7 +18,8 @@ from ..attention import use_hybrid_attention
 from ..generate_inputs import with_stop_strings
 from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
-from .checks import asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for, plain_steps_for
+from .checks import (asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for, plain_steps_for,
+                     rerank_leaves_for)
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .plain_steps import PlainStepPolicy
@@ -167,6 +169,7 @@ def longspec_generate(
     longspec_max_nodes=None,
     longspec_lookup_tokens: int | None = None,
     longspec_lookup_chains: int | None = None,
+    longspec_rerank_leaves: bool | None = None,
     longspec_cross_attention_window: int | None = None,
     longspec_plain_steps: bool | None = None,
     longspec_verify_attention: str = "hybrid",
@@ -186,6 +189,10 @@ def longspec_generate(
         to the node budget the tree leaves, and,
         sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
         cost more than they gained on the H200).
+    longspec_rerank_leaves: True makes the tree's last width the best children of every node the draft runs
+        (EAGLE-2's re-ranking of the leaves; the same nodes drafted and rows verified); False: of the last
+        depth's nodes (the paper's tree). None (the default): the generation config's, else the draft config's
+        ``tree_rerank_leaves``. Proposals change, the output does not.
     longspec_lookup_chains: 2 verifies a second chain of the same length beside the first (greedy only): the
         continuation of the latest match whose next token differs from the first chain's. Default 1.
     longspec_cross_attention_window: W > 0: the draft's cross-attention reads the target cache's
@@ -225,6 +232,7 @@ def longspec_generate(
     on_cpu = input_ids.device.type == "cpu"
     layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size) if widths else \
         tree_within(draft.config, max_nodes, draft.config.vocab_size, on_cpu)
+    layout = dataclasses.replace(layout, rerank_leaves=rerank_leaves_for(draft, generation_config, longspec_rerank_leaves))
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None
@@ -246,7 +254,7 @@ def longspec_generate(
     cache = cache_from_model_kwargs(model_kwargs)
     batch = input_ids.shape[0]
     stats = LongSpecStats(prompt_tokens=input_ids.shape[1], cross_attention_window=window, tree_widths=layout.widths,
-                          lookup_tokens=layout.lookup, plain_steps_allowed=plain_steps)
+                          rerank_leaves=layout.rerank_leaves, lookup_tokens=layout.lookup, plain_steps_allowed=plain_steps)
     draft.last_stats = stats
     streamer = longspec_streamer
     if streamer is not None:
@@ -423,7 +431,7 @@ def _host_path_kinds(decoder: LongSpecDecoder, accepted_nodes: list[int], row: i
     """Host-walked rounds, as greedy_accept reports them on the device: (non_chain, lookup chain kept)."""
     layout = decoder.layout
     lookup = bool(layout.lookup) and any(node >= layout.lookup_offset for node in accepted_nodes[1:])
-    first = first_child_flags(layout, decoder.tree.parents)[row].tolist()
+    first = first_child_flags(decoder.tree.parents)[row].tolist()
     return lookup or not all(first[node] for node in accepted_nodes[1:]), lookup
 
 

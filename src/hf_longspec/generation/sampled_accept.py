@@ -9,8 +9,9 @@ accepted with probability p(t), else t leaves p. If nothing was accepted, the bo
 from what is left. While the chain holds the path's tokens the walk stands on both sides, so the
 chain never costs the draft a child.
 
-Static shapes: every row tries every slot of every depth, and a slot that is not a child of the row's
-current node, or a row that has stopped, changes nothing. The uniforms are drawn up front.
+Static shapes: every row tries every slot of every depth (and, with re-ranked leaves, every leaf slot at
+every depth), and a slot that is not a child of the row's current node, or a row that has stopped,
+changes nothing. The uniforms are drawn up front.
 
 Only processors that are a function of each row's logits alone can score every tree node at once
 (``DeviceWarpers``: temperature, top-k, top-p, min-p). Any other processor (a repetition penalty reads
@@ -18,6 +19,8 @@ the text) and returned scores keep the host walk.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from transformers.generation.logits_process import (
@@ -91,6 +94,14 @@ def try_children(compiled: bool):
 _compiled_try_children = None
 
 
+@functools.lru_cache(maxsize=64)
+def _child_slot_ids(layout: TreeLayout, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Per depth, the node ids that may hold a child of a node there (the next depth's, then any re-ranked
+    leaves). Made once per layout and device, in the eager warm-up round: copying host lists to the device
+    is not allowed while a CUDA graph captures."""
+    return tuple(torch.tensor(layout.child_slots(depth), device=device) for depth in range(layout.depth))
+
+
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
                   try_children=_try_children) -> AcceptedPaths:
     """target_scores: (B, N, V) processed target scores per node; ``tree.draft_probs`` holds q.
@@ -100,7 +111,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
     rows = torch.arange(batch, device=device)
     probs = torch.softmax(target_scores.float(), dim=-1)
     length = layout.path_length
-    draft_uniforms = torch.rand(batch, sum(layout.widths), device=device)  # one per slot tried
+    draft_uniforms = torch.rand(batch, sum(layout.widths), device=device)  # one per draft node (tried once at most)
     chain_uniforms = torch.rand(batch, max(layout.lookup, 1), device=device)
     node = torch.zeros(batch, dtype=torch.long, device=device)  # the draft side's node
     twin = torch.zeros_like(node)  # the chain side's node (the root, then chain nodes)
@@ -112,16 +123,16 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
     emitted = torch.zeros_like(draft_path)
     count = torch.zeros_like(node)  # tokens emitted = nodes kept (the root included)
     residual = torch.zeros(batch, vocab, dtype=torch.float32, device=device)  # where each row stopped
+    child_slots = _child_slot_ids(layout, device)
     for step in range(length + 1):
         p = probs[rows, torch.where(on_draft, node, twin)]
         taken = torch.zeros_like(walking)
         token = torch.zeros_like(node)
         if step < layout.depth:
-            start, width = layout.offsets[step + 1], layout.widths[step]
-            slots = slice(start, start + width)
-            q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]
+            slots = child_slots[step]
+            q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]  # a leaf's: unread (it has no children)
             p, token, taken = try_children(p, q, tree.tokens[:, slots], tree.parents[:, slots], tree.valid[:, slots],
-                                           node, walking & on_draft, draft_uniforms[:, start - 1 : start - 1 + width])
+                                           node, walking & on_draft, draft_uniforms[:, slots - 1])
         if step < layout.lookup:
             chain_slot = layout.lookup_offset + step
             offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
@@ -140,7 +151,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
             match = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None]) & \
                 (tree.tokens[:, slots] == token[:, None])
             stays = taken & on_draft & match.any(dim=1)
-            child = start + match.int().argmax(dim=1)
+            child = slots[match.int().argmax(dim=1)]
         chain_stays = torch.zeros_like(taken)
         if step < layout.lookup:
             chain_stays = taken & on_chain & tree.valid[:, chain_slot] & (tree.tokens[:, chain_slot] == token)

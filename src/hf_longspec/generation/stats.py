@@ -28,6 +28,7 @@ class LongSpecStats:
     capture_seconds: float | None = None  # CUDA-graph capture time (None: no capture in this call)
     cross_attention_window: int | None = None  # newest target entries the draft read besides its anchors (None: all)
     tree_widths: tuple[int, ...] = ()  # the tree the call drafted, nodes per depth (after any node budget)
+    rerank_leaves: bool = False  # whether its last width held the best children of every drafted node
     lookup_tokens: int = 0  # the prompt-lookup chain's length beside it (0: none)
     plain_steps: int = 0  # one-token steps taken instead of rounds, per row (longspec_plain_steps); not in tau
     plain_steps_allowed: bool = False  # whether the call could take them (asked for, or the config's on a CPU)
@@ -59,6 +60,7 @@ class LongSpecStats:
             "capture_seconds": self.capture_seconds,
             "cross_attention_window": self.cross_attention_window,
             "tree_widths": list(self.tree_widths),
+            "rerank_leaves": self.rerank_leaves,
             "lookup_tokens": self.lookup_tokens,
             "plain_steps": self.plain_steps,
             "plain_steps_allowed": self.plain_steps_allowed,
