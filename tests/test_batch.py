@@ -64,6 +64,21 @@ def test_rows_accept_different_paths_in_one_round(pair):
     assert all(stats.round_lengths[row].count(1) >= len(stats.round_lengths[row]) - 2 for row in (1, 2))
 
 
+def test_reranked_leaves_hang_at_each_rows_own_depths(pair):
+    """Re-ranked leaves in a left-padded batch: row 0 is steered so that guesses near the root become leaves,
+    the others accept little; each row's leaves sit at its own depths and positions, and the output is
+    vanilla batched generate's."""
+    target, _ = pair
+    rows, ids, mask = left_padded_batch()
+    reference = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False)
+    row0 = target.generate(rows[0][None], max_new_tokens=NEW + 5, do_sample=False)
+    steered = SteeredDraft.from_target(target, row0, ranks=(0, 1, 0, 2, 0, 0), sliding_window=16, tree_widths=[1, 2, 2, 3])
+    out = target.generate(ids, attention_mask=mask, assistant_model=steered, max_new_tokens=NEW, do_sample=False,
+                          longspec_rerank_leaves=True)
+    assert torch.equal(out, reference)
+    assert steered.last_stats.rerank_leaves and max(steered.last_stats.round_lengths[0]) >= 4
+
+
 def test_a_row_that_hits_eos_stops_without_stalling_the_others(pair):
     target, draft = pair
     _, ids, mask = left_padded_batch()

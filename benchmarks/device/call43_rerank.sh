@@ -2,7 +2,8 @@
 # One-GPU call (forty-third session; issue 12): the GPU's measure of record (24 prompts per kind at 2k, 4k and 8k,
 # bf16, greedy, 128 new tokens, each shorter prompt the tail of its 8000-token one) with the tree's leaves re-ranked
 # (longspec_rerank_leaves) and without, side by side in one run: the draft alone (--lookup-tokens 0) and the default
-# decoder (the 32-token chain). Twelve processes share the GPU. After parking a, a2..a5 (device README):
+# decoder (the 32-token chain). Twelve processes share the GPU (ARMS="tree tree_rerank": the draft alone only, six).
+# After parking a, a2..a5 (device README):
 #   carry [".carry/b"]: source benchmarks/device/setup_model.sh && bash benchmarks/device/call43_rerank.sh
 set -u
 START=$SECONDS
@@ -14,11 +15,12 @@ cell() {
   PYTHONPATH=/tmp/site:src timeout -k 5 "${LIMIT:-500}" python benchmarks/tau_curve.py --out "$D/$name" --align end \
     --prompts 24 --new-tokens 128 --no-compile --suffix-of 8000 --lengths 2048 4096 8000 "$@" > "$D/$name.log" 2>&1 &
 }
+declare -A ARM_OPTIONS=([tree]="--lookup-tokens 0 --no-rerank-leaves" [tree_rerank]="--lookup-tokens 0 --rerank-leaves"
+                        [dec]="--lookup-tokens 32 --no-rerank-leaves" [dec_rerank]="--lookup-tokens 32 --rerank-leaves")
 for kind in code prose chat; do
-  cell "tree_$kind" --lookup-tokens 0 --no-rerank-leaves --kinds "$kind"
-  cell "tree_rerank_$kind" --lookup-tokens 0 --rerank-leaves --kinds "$kind"
-  cell "dec_$kind" --lookup-tokens 32 --no-rerank-leaves --kinds "$kind"
-  cell "dec_rerank_$kind" --lookup-tokens 32 --rerank-leaves --kinds "$kind"
+  for arm in ${ARMS:-tree tree_rerank dec dec_rerank}; do
+    cell "${arm}_$kind" ${ARM_OPTIONS[$arm]} --kinds "$kind"
+  done
 done
 wait
 tail -n 2 "$D"/*.log
