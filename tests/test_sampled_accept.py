@@ -173,7 +173,7 @@ def _reranked_trees(rows, seed=3, device="cpu"):
     first_draw[:, 1] += (parents[:, 1] == parents[:, 0]).long()  # a second leaf of the same node: its next draw
     leaves = draws[torch.arange(rows)[:, None], parents, first_draw]
     tokens = torch.cat([torch.zeros(rows, 1, dtype=torch.long), depth1, leaves, torch.tensor(chain).expand(rows, -1)], 1)
-    tree = TreeBuffers.allocate(RERANKED, rows, "cpu", VOCAB, keep_probs=True)
+    tree = TreeBuffers.allocate(RERANKED, rows, device, VOCAB, keep_probs=True)  # copy_ moves the host tensors
     tree.tokens.copy_(tokens)
     tree.parents.copy_(torch.cat([torch.zeros(rows, 3, dtype=torch.long), parents,
                                   torch.tensor([0, 5]).expand(rows, -1)], dim=1))
@@ -182,10 +182,7 @@ def _reranked_trees(rows, seed=3, device="cpu"):
     leaf_law = torch.where((parents == 0)[..., None], p1[leaves], p2[tokens.gather(1, parents), leaves])
     law = torch.cat([p0.expand(rows, 1, -1), p1[depth1], leaf_law, p1[tokens[:, 5:6]],
                      p2[tokens[:, 5:6], tokens[:, 6:7]]], dim=1)
-    moved = TreeBuffers.allocate(RERANKED, rows, device, VOCAB, keep_probs=True)
-    for name in ("tokens", "parents", "valid", "draft_probs"):
-        getattr(moved, name).copy_(getattr(tree, name))
-    return moved, torch.log(law).to(device)
+    return tree, torch.log(law).to(device)
 
 
 def test_the_walks_try_reranked_leaves_after_a_nodes_children_and_keep_the_law():
