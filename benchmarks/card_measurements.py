@@ -46,6 +46,7 @@ def tau_runs(result: dict) -> list[dict]:
     settings = result.get("settings") or {}
     widths = settings.get("tree_widths")
     method = f"LongSpec tree {'-'.join(map(str, widths))}" if widths else "LongSpec"
+    method += ", leaves re-ranked" if settings.get("rerank_leaves") else ""
     lookup = settings.get("lookup_tokens")
     method += f" + {lookup}-token lookup chain (greedy)" if lookup else " (greedy)"
     return [{"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": settings.get("new_tokens"),

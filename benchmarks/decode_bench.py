@@ -25,8 +25,9 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   newest W entries (``longspec_cross_attention_window=W``; 0: every entry); the float32 check runs each W too.
 - longspec_chainsC: with ``--chains C ...``, the shipped decoder verifying C prompt-lookup chains
   (``longspec_lookup_chains=C``); the float32 check runs each C too.
-- longspec_rerank, longspec_lookupK_rerank: with ``--rerank-leaves``, the shipped decoder (and each ``--lookups``
-  K) with ``longspec_rerank_leaves=True``: its leaves the best children of every drafted node.
+- longspec_rerank, longspec_lookupK_rerank, longspec_tree_SPEC_rerank: with ``--rerank-leaves``, the shipped
+  decoder (and each ``--lookups`` K, each ``--trees`` SPEC) with ``longspec_rerank_leaves=True``: its leaves the
+  best children of every drafted node.
 - longspec_rounds_only: with ``--rounds-only``, the shipped decoder with ``longspec_plain_steps=False``: on a CPU,
   where the shipped config lets a call take plain steps while rounds lose (generation/plain_steps.py), what they
   change; elsewhere the same call as longspec.
@@ -176,6 +177,8 @@ def variant_methods(args) -> dict[str, dict]:
         widths, chain = parse_tree(spec)
         methods[f"longspec_tree_{spec}"] = {"assistant_model": True, "longspec_tree_widths": widths,
                                             **({} if chain is None else {"longspec_lookup_tokens": chain})}
+        if args.rerank_leaves:
+            methods[f"longspec_tree_{spec}_rerank"] = {**methods[f"longspec_tree_{spec}"], "longspec_rerank_leaves": True}
     return methods
 
 
@@ -216,7 +219,8 @@ def main():
     parser.add_argument("--rounds-only", action="store_true",
                         help="also the method longspec_rounds_only: the shipped decoder without plain steps")
     parser.add_argument("--rerank-leaves", action="store_true",
-                        help="also the methods longspec_rerank and longspec_lookupK_rerank (each --lookups K): "
+                        help="also the methods longspec_rerank, longspec_lookupK_rerank (each --lookups K) and "
+                             "longspec_tree_SPEC_rerank (each --trees SPEC): "
                              "longspec_rerank_leaves=True")
     args = parser.parse_args()
     for spec in args.trees:

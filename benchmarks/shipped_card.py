@@ -24,15 +24,32 @@ from hf_longspec.publishing.weights_digest import folder_weights_digest
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "model_cards" / "longspec-smollm2-135m-instruct"
 SHIPPED_WEIGHTS = "model_cards/longspec-smollm2-135m-instruct/model.safetensors"  # in git, at any commit
-RESULTS = ROOT / "docs" / "results" / "session38_2026-12-05"
-# the default (the tree, the config's 32-token chain and its window), 24 prompts per row at 2048 and 8000 tokens, cut
-# from the thirty-first session's 8000-token prompts so that they pair with its record (tau_curve.py --join, gzipped)
-TAU_JSON = RESULTS / "tau_gpu24_win8k_default_2k_8k.json.gz"
+RESULTS = ROOT / "docs" / "results" / "session44_2026-12-06"
+# the default (the tree with its leaves re-ranked, the config's 32-token chain and its window), 24 prompts per row at
+# 2048, 4096 and 8000 tokens, the thirty-first session's 8000-token prompts and their suffixes (tau_curve.py --join)
+TAU_JSON = RESULTS / "tau_gpu24_h100_dec_rerank_2k_8k.json.gz"
 BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 REPO_ID = "hf-longspec/longspec-smollm2-135m-instruct"
 
 NOTES = [
-    "Held-out tau (H200, bf16, 2026-12-05, thirty-eighth session; benchmarks/tau_curve.py --draft DRAFT --align end "
+    "Held-out tau (NVIDIA H100, bf16, 2026-12-06, forty-fourth session; benchmarks/tau_curve.py --align end --prompts "
+    "24 --new-tokens 128 --no-compile --suffix-of 8000 --lengths 2048 4096 8000, with --lookup-tokens 32 for the "
+    "default and 0 for the draft alone, each with --rerank-leaves and --no-rerank-leaves, side by side: "
+    "benchmarks/device/call43_rerank.sh): the thirty-first session's eval-split prompts, below. Since this session "
+    "the config re-ranks the tree's leaves (tree_rerank_leaves: its 16 leaves are the best children of all 53 nodes "
+    "the draft runs, by summed draft log-probability, EAGLE-2's selection; the same nodes drafted and rows "
+    "verified). Over code, prose and chat at 2k, 4k and 8k (the mean of the three kinds), the default: 8.51 (code "
+    "10.44, prose 6.55, chat 8.54; prose 8k / 2k 0.92x), against 8.43 without re-ranking (paired +0.068 +- 0.103, "
+    "a tie). The draft alone "
+    "(longspec_lookup_tokens=0): 4.03 (code 4.41, prose 3.72, chat 3.94; prose 8k / 2k 0.92x), against 3.97 without "
+    "(paired +0.060 +- 0.021 over 210 prompts, better on 79, worse on 42); acceptance at depth 1 87%, against 79%. "
+    "End to end at 8k (benchmarks/decode_bench.py --lengths 8000 --prompts 2 --repeats 2 --methods vanilla_static "
+    "longspec --lookups 0 --rerank-leaves --trees 4-16-16-16-32 --fp32-prompts 0, H100, same day, before the config "
+    "changed): re-ranked, the default ran 6.25x vanilla static (compiled into CUDA graphs, same run) on code and "
+    "5.33x on prose (medians of 4 pairs; 6.30x and 5.19x without re-ranking); its captured, compiled round cost 1.0% "
+    "more (0.6-1.6%, 8 pairs), so the default's speed is a tie and the draft alone's about +0.6%. A call on a CPU drafts its own round (1-1-1 and a 16-token "
+    "chain) without re-ranking (cpu_tree_rerank_leaves: false; there it ran 0.97x as fast). "
+    "Before re-ranking, held-out tau (H200, bf16, 2026-12-05, thirty-eighth session; benchmarks/tau_curve.py --draft DRAFT --align end "
     "--prompts 24 --new-tokens 128 --no-compile, with --lookup-tokens 32 --lengths 2048 8000 --suffix-of 8000 for the "
     "default and --lookup-tokens 0 at 2048, 4096 and 8000 for the draft alone; benchmarks/device/README.md, "
     "\"Session 38\"): the corpus eval split (files never used for training, kept apart by file and by source: "

@@ -103,12 +103,19 @@ def main():
     print(f"rank {os.environ.get('RANK', 0)}: steered identical to the reference: "
           f"{result['steered'] == reference.tolist()} (non-chain commits {stats.non_chain_commits})",
           file=sys.stderr, flush=True)
+    # the tree's leaves re-ranked over every drafted node: leaves at several depths, on the sharded cache too
+    result["steered_rerank"] = target.generate(prompt, assistant_model=steered, longspec_compile=False,
+                                               longspec_rerank_leaves=True, **options).tolist()
+    stats = steered.last_stats
+    result["steered_rerank_stats"] = {"rounds": stats.rounds, "tau": stats.tau, "rerank": stats.rerank_leaves}
     rank = int(os.environ.get("RANK", 0))
     torch.manual_seed(100 + rank)  # ranks seeded differently on purpose: generate must agree anyway
     result["sampled"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
                                         max_new_tokens=args.new_tokens).tolist()
     result["sampled_lookup"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
                                                longspec_lookup_tokens=8, max_new_tokens=args.new_tokens).tolist()
+    result["sampled_rerank"] = target.generate(prompt, assistant_model=draft, do_sample=True, top_k=20,
+                                               longspec_rerank_leaves=True, max_new_tokens=args.new_tokens).tolist()
     progress("sampled")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))

@@ -263,7 +263,11 @@ def test_decode_bench_times_a_cross_attention_window_as_a_method_of_its_own(monk
                               rerank_leaves=True)
     variants = bench.variant_methods(args)
     assert list(variants) == ["longspec_lookup16", "longspec_window8", "longspec_window0", "longspec_chains2",
-                              "longspec_rounds_only", "longspec_rerank", "longspec_lookup16_rerank", "longspec_tree_2-2"]
+                              "longspec_rounds_only", "longspec_rerank", "longspec_lookup16_rerank", "longspec_tree_2-2",
+                              "longspec_tree_2-2_rerank"]
+    # and each --trees shape re-ranked (forty-fourth session: more leaves, 4-16-16-16-32+0, against their round cost)
+    assert variants["longspec_tree_2-2_rerank"] == {"assistant_model": True, "longspec_tree_widths": [2, 2],
+                                                    "longspec_rerank_leaves": True}
     # --rerank-leaves (forty-third session): the tree's leaves re-ranked, for the default and each --lookups K
     assert variants["longspec_lookup16_rerank"] == {"assistant_model": True, "longspec_lookup_tokens": 16,
                                                     "longspec_rerank_leaves": True}

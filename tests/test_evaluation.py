@@ -64,16 +64,19 @@ def test_paired_difference_is_the_mean_its_standard_error_and_the_counts():
 
 
 def test_tau_is_measured_on_the_drafts_own_round_on_a_cpu_too():
-    """A config's CPU round (cpu_tree_widths, cpu_lookup_tokens) and its plain steps (cpu_plain_steps) are speed
-    choices: measure_tau, which the training evals and the tau goals use, drafts the draft's tree and chain on
+    """A config's CPU round (cpu_tree_widths, cpu_lookup_tokens, cpu_tree_rerank_leaves) and its plain steps
+    (cpu_plain_steps) are speed choices: measure_tau, which the training evals and the tau goals use, drafts the draft's tree and chain on
     every device in every step, unless told."""
     target, draft = perturbed_pair((3, 3, 3))
-    draft.config.update({"lookup_tokens": 5, "cpu_tree_widths": [1, 1], "cpu_lookup_tokens": 2, "cpu_plain_steps": True})
+    draft.config.update({"lookup_tokens": 5, "cpu_tree_widths": [1, 1], "cpu_lookup_tokens": 2, "cpu_plain_steps": True,
+                         "tree_rerank_leaves": True, "cpu_tree_rerank_leaves": False})
     prompts = [("code", 40, random_prompt(length=40))]
     measured = measure_tau(target, draft, prompts, max_new_tokens=8, longspec_compile=False)["per_prompt"][0]
     assert (measured["tree_widths"], measured["lookup_tokens"]) == ([3, 3, 3], 5)
+    assert measured["rerank_leaves"]  # the config's tree_rerank_leaves, not its CPU round's (forty-fourth session)
     assert own_round(draft)["longspec_plain_steps"] is False and measured["plain_steps"] == 0  # tau is the draft's
     alone = measure_tau(target, draft, prompts, max_new_tokens=8, longspec_lookup_tokens=0)["per_prompt"][0]
     assert (alone["tree_widths"], alone["lookup_tokens"]) == ([3, 3, 3], 0)
     generated = target.generate(prompts[0][2], assistant_model=draft, max_new_tokens=8, do_sample=False)
     assert draft.last_stats.tree_widths == (1, 1) and generated.shape[1] == 48  # a plain call: the CPU round
+    assert not draft.last_stats.rerank_leaves  # and its leaves as cpu_tree_rerank_leaves says

@@ -378,6 +378,9 @@ def test_clear_errors_and_no_partial_state():
         target.generate(ids, assistant_model=draft, max_new_tokens=4, longspec_rerank_leaves="yes")
     with pytest.raises(ValueError, match="tree_rerank_leaves must be True or False"):
         LongSpecDraftModel.from_target(target, tree_rerank_leaves=1)
+    with pytest.raises(ValueError, match=r"cpu_tree_rerank_leaves must be None \(tree_rerank_leaves on a CPU too\), "
+                                         "True or False, got 'no'"):
+        LongSpecDraftModel.from_target(target, cpu_tree_rerank_leaves="no")
     # nothing was left half-done: same attention implementation, and a valid call still works
     assert target.config._attn_implementation == "longspec_hybrid"
     reference = target.generate(ids, max_new_tokens=6, do_sample=False)

@@ -123,6 +123,8 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
     assert draft.target_layers == (29, 4) and draft.config.lookup_tokens == 32
+    # its GPU tree re-ranks its leaves, its CPU round does not (forty-fourth session)
+    assert draft.config.tree_rerank_leaves is True and draft.config.cpu_tree_rerank_leaves is False
     ids = torch.tensor([long_prompt_ids(tokenizer, 512, kind="prose", split="eval", seed=5)])
     reference = target.generate(ids, max_new_tokens=32, do_sample=False)
     own_tree = dict(max_new_tokens=32, do_sample=False, longspec_tree_widths=draft.config.tree_widths,
@@ -135,7 +137,8 @@ def test_the_shipped_draft_reads_target_layer_4_and_is_exact_on_a_real_prompt(em
     reranked = target.generate(ids, assistant_model=draft, longspec_lookup_tokens=0, longspec_rerank_leaves=True, **own_tree)
     assert torch.equal(reranked, reference) and draft.last_stats.rerank_leaves and draft.last_stats.tau > 2.0
     assert torch.equal(target.generate(ids, assistant_model=draft, max_new_tokens=32, do_sample=False), reference)
-    assert (draft.last_stats.tree_widths, draft.last_stats.lookup_tokens) == ((1, 1, 1), 16)
+    assert (draft.last_stats.tree_widths, draft.last_stats.lookup_tokens, draft.last_stats.rerank_leaves) == \
+        ((1, 1, 1), 16, False)
 
 
 def test_a_cross_attention_window_keeps_generate_exact_and_gets_its_own_captured_round(embedded):

@@ -556,6 +556,10 @@ def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_pat
     assert f"`{first['command_line']}` (hf-longspec commit {first['git_commit'][:7]}); " \
            "`tau_curve.py --lengths 1024 8000` (hf-longspec commit abcdef0)" in joined["notes"][0]
     assert joined["environment"]["date"] == f"{first['date_utc'][:10]}, 2026-12-04"
+    # a run whose calls re-ranked the tree's leaves says so in its rows' method (forty-fourth session)
+    reranked = builder.build({**tau, "settings": {**tau["settings"], "rerank_leaves": True}}, None, [])
+    assert all(", leaves re-ranked" in run["method"] for run in reranked["runs"])
+    assert not any("re-ranked" in run["method"] for run in built["runs"])
 
 
 def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch):

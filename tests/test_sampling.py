@@ -163,15 +163,18 @@ RERANK_SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "3000"))
 def test_sampling_with_reranked_leaves_is_lossless(monkeypatch):
     """Widths [1, 1, 3] with re-ranked leaves: the three leaves are the likeliest next draws of the three
     nodes the draft runs, tried after that node's drafted child. Tokens 1-4 follow the target's exact law,
-    and rounds keep leaves above the last depth (counted by a spy on the device walk: about 0.3 a sample)."""
+    and rounds keep leaves above the last depth (counted by a spy on the device walk: about 0.3 a sample; on
+    the CPU only, where every round runs the walk in Python: a CUDA graph replays it without the spy)."""
     from hf_longspec.generation import decoder as decoder_module
 
     kept_above = []
 
     def spy(layout, tree, scores, *args):
         paths = decoder_module_sample_accept(layout, tree, scores, *args)
-        last = paths.path_nodes.gather(1, paths.accepted[:, None] - 1)
-        kept_above.append(int(((last >= layout.offsets[layout.depth]) & (tree.depths.gather(1, last) < layout.depth)).sum()))
+        if DEVICE == "cpu":  # reading a count syncs, which graph capture forbids
+            last = paths.path_nodes.gather(1, paths.accepted[:, None] - 1)
+            kept_above.append(int(((last >= layout.offsets[layout.depth])
+                                   & (tree.depths.gather(1, last) < layout.depth)).sum()))
         return paths
 
     decoder_module_sample_accept = decoder_module.sample_accept
@@ -180,7 +183,8 @@ def test_sampling_with_reranked_leaves_is_lossless(monkeypatch):
     counts, stats = _sample_first_four(target, draft, ids, RERANK_SAMPLES, seed=4321, longspec_rerank_leaves=True)
     _assert_follows(counts, _exact_joint(target, ids), positions=(0, 1, 2, 3))
     assert all(s.rerank_leaves for s in stats)
-    assert sum(kept_above) > 0.1 * RERANK_SAMPLES, sum(kept_above)
+    if DEVICE == "cpu":
+        assert sum(kept_above) > 0.1 * RERANK_SAMPLES, sum(kept_above)
 
 
 # 3000 in the suite (power 0.9 against any alternative at TV 0.055 per marginal); the variable raises it

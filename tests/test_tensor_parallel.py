@@ -1,6 +1,7 @@
 """Tensor-parallel targets: greedy LongSpec on a target sharded over 2 CPU processes (gloo,
 ``tp_plan="auto"``) emits, on every rank, exactly the single-process vanilla tokens, with the plain
-draft, with a prompt-lookup chain beside its tree, and with a draft steered onto non-chain paths.
+draft, with a prompt-lookup chain beside its tree, and with a draft steered onto non-chain paths (its leaves
+re-ranked too).
 The target is a tiny random Llama with 4 query and 2 KV heads (SmolLM2's 3 KV heads do not split
 over 2 ranks) reading real local text."""
 
@@ -64,7 +65,7 @@ def test_two_rank_tensor_parallel_target_emits_single_process_tokens(saved_pair)
     assert single["tp_size"] == 1
     # with an 8-token lookup chain: this random target's output does not repeat its prompt, so the
     # chain's nodes are verified in every sharded forward and rejected (tests/test_lookup.py keeps them)
-    assert single["longspec"] == single["vanilla"] == single["steered"] == single["lookup"]
+    assert single["longspec"] == single["vanilla"] == single["steered"] == single["lookup"] == single["steered_rerank"]
     assert single["longspec_batch"] == single["vanilla_batch"] and single["vanilla_batch"][0] == single["vanilla"][0]
 
     ranks = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531"],
@@ -79,10 +80,14 @@ def test_two_rank_tensor_parallel_target_emits_single_process_tokens(saved_pair)
         assert rank["steered"] == single["vanilla"]
         # steering really exercised multi-token, non-chain commits on the sharded cache
         assert rank["steered_stats"]["non_chain"] > 0 and rank["steered_stats"]["tau"] > 2.0
+        # re-ranked leaves (forty-fourth session: on in the shipped config) on the sharded target, the same rounds
+        assert rank["steered_rerank"] == single["vanilla"] and rank["steered_rerank_stats"] == single["steered_rerank_stats"]
+        assert rank["steered_rerank_stats"]["rerank"]
     assert ranks[0]["longspec_stats"] == ranks[1]["longspec_stats"]
     # sampling: ranks seeded differently still emit one sequence (rank 0's random state is shared)
     assert ranks[0]["sampled"] == ranks[1]["sampled"] and len(ranks[0]["sampled"][0]) == len(single["vanilla"][0])
     assert ranks[0]["sampled_lookup"] == ranks[1]["sampled_lookup"]  # the same, with the chain walked on the host
+    assert ranks[0]["sampled_rerank"] == ranks[1]["sampled_rerank"]  # and with re-ranked leaves
     assert ranks[0]["steered_stats"] == ranks[1]["steered_stats"]
 
 

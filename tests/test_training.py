@@ -592,8 +592,8 @@ def test_entry_input_is_added_to_a_saved_draft_computing_the_same_and_learns(tmp
 
 
 def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(tmp_path):
-    """A new draft from `hf-longspec train` sets lookup_tokens 32 in its config, and the CPU round 1-1-1 + 16 with
-    plain steps, as the shipped draft does (with 0, the class default, generate verifies the tree alone: less than half the
+    """A new draft from `hf-longspec train` sets lookup_tokens 32 in its config, re-ranked leaves, and the CPU round
+    1-1-1 + 16 with plain steps and its leaf not re-ranked, as the shipped draft does (with 0, the class default, generate verifies the tree alone: less than half the
     shipped decoder's tau);
     --lookup-tokens sets another, on a new draft or a continued one, whose own is kept otherwise."""
     from hf_longspec.cli import build_parser, draft_overrides
@@ -604,6 +604,7 @@ def test_a_trained_draft_decodes_with_the_shipped_chain_unless_asked_otherwise(t
     made = new_draft(target, TrainRecipe(output_dir="")).config
     assert (made.lookup_tokens, made.cpu_tree_widths, made.cpu_lookup_tokens, made.cpu_plain_steps) == \
         (32, [1, 1, 1], 16, True)  # the shipped's
+    assert (made.tree_rerank_leaves, made.cpu_tree_rerank_leaves) == (True, False)  # and its leaves (44th session)
     asked_none = draft_overrides(parse(["train", "--output", "x", "--lookup-tokens", "0"]))
     assert asked_none == {"lookup_tokens": 0}
     assert new_draft(target, TrainRecipe(output_dir="", draft_overrides=asked_none)).config.lookup_tokens == 0

@@ -3,6 +3,7 @@
 # bf16, greedy, 128 new tokens, each shorter prompt the tail of its 8000-token one) with the tree's leaves re-ranked
 # (longspec_rerank_leaves) and without, side by side in one run: the draft alone (--lookup-tokens 0) and the default
 # decoder (the 32-token chain). Twelve processes share the GPU (ARMS="tree tree_rerank": the draft alone only, six).
+# The arms tree_rerank24 and tree_rerank32 (forty-fourth session) re-rank 24 or 32 leaves (77 or 85 rows verified).
 # After parking a, a2..a5 (device README):
 #   carry [".carry/b"]: source benchmarks/device/setup_model.sh && bash benchmarks/device/call43_rerank.sh
 set -u
@@ -16,7 +17,9 @@ cell() {
     --prompts 24 --new-tokens 128 --no-compile --suffix-of 8000 --lengths 2048 4096 8000 "$@" > "$D/$name.log" 2>&1 &
 }
 declare -A ARM_OPTIONS=([tree]="--lookup-tokens 0 --no-rerank-leaves" [tree_rerank]="--lookup-tokens 0 --rerank-leaves"
-                        [dec]="--lookup-tokens 32 --no-rerank-leaves" [dec_rerank]="--lookup-tokens 32 --rerank-leaves")
+                        [dec]="--lookup-tokens 32 --no-rerank-leaves" [dec_rerank]="--lookup-tokens 32 --rerank-leaves"
+                        [tree_rerank24]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 24"
+                        [tree_rerank32]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 32")
 for kind in code prose chat; do
   for arm in ${ARMS:-tree tree_rerank dec dec_rerank}; do
     cell "${arm}_$kind" ${ARM_OPTIONS[$arm]} --kinds "$kind"

@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "shipped draft; off on a GPU)")
     run.add_argument("--rerank-leaves", action=argparse.BooleanOptionalAction, default=None,
                      help="fill the tree's last width with the best children of every drafted node, not only of the "
-                          "last depth's (longspec_rerank_leaves; default: the draft config's tree_rerank_leaves)")
+                          "last depth's (longspec_rerank_leaves; default: the draft config's tree_rerank_leaves, on a "
+                          "CPU its cpu_tree_rerank_leaves: on and off for the shipped draft)")
     run.set_defaults(func=cmd_run)
 
     train = commands.add_parser("train", help="train a LongSpec draft with the transformers Trainer")

@@ -74,7 +74,9 @@ class LongSpecDraftConfig(PretrainedConfig):
       depth's nodes), or True: they are the best children of every node the draft runs, by cumulative log q
       (EAGLE-2's re-ranking, for the leaves only). The draft runs the same nodes and the target verifies the
       same rows; a likely second guess near the root replaces an unlikely leaf deep down. Per call:
-      ``longspec_rerank_leaves``. Off by default.
+      ``longspec_rerank_leaves``. Measured on an H100 (docs/training.md, forty-fourth session; 210 held-out
+      prompts, bf16): the tree alone 3.97 -> 4.03 tau, the captured round about 1% slower at 8k. The class
+      keeps False; the shipped SmolLM2 draft and every draft `hf-longspec train` makes set True.
     - tree_ladder: smaller trees, largest first. Under a node budget smaller than tree_widths (the caps
       above, or a long context: generation/tree_budget.py) the draft uses the largest that fits.
     - cross_attention_length_scale: None (off), or n0 > 0: each cross-attention head h scales its
@@ -115,6 +117,10 @@ class LongSpecDraftConfig(PretrainedConfig):
       draft's own tree and chain on every device. The shipped SmolLM2 draft and every draft
       `hf-longspec train` makes set [1, 1, 1] and 16 (docs/benchmarks.md, "The CPU's own round"); the
       class keeps None, as it keeps lookup_tokens 0.
+    - cpu_tree_rerank_leaves: whether a call on a CPU re-ranks its tree's leaves where it names none (None:
+      tree_rerank_leaves). The shipped draft's CPU round (1-1-1) has one leaf to re-rank, and re-ranking it
+      ran 0.97x as fast (docs/training.md, forty-third session), so the shipped SmolLM2 draft and every draft
+      `hf-longspec train` makes set False. Measuring tau re-ranks as tree_rerank_leaves says, on every device.
     - cpu_plain_steps: whether a call on a CPU may take plain one-token steps while they deliver more tokens per
       second than rounds (generation/plain_steps.py; ``longspec_plain_steps`` per call). On a CPU a round costs
       2-4 plain steps at 8k, so where the draft keeps missing, rounds are slower than not speculating. The
@@ -151,6 +157,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         lookup_tokens: int = 0,
         cpu_tree_widths: list[int] | tuple[int, ...] | None = None,
         cpu_lookup_tokens: int | None = None,
+        cpu_tree_rerank_leaves: bool | None = None,
         cpu_plain_steps: bool = False,
         cross_attention_length_scale: int | None = None,
         target_entry_input: bool = False,
@@ -185,6 +192,7 @@ class LongSpecDraftConfig(PretrainedConfig):
         self.lookup_tokens = lookup_tokens
         self.cpu_tree_widths = list(cpu_tree_widths) if isinstance(cpu_tree_widths, (list, tuple)) else cpu_tree_widths
         self.cpu_lookup_tokens = cpu_lookup_tokens
+        self.cpu_tree_rerank_leaves = cpu_tree_rerank_leaves
         self.cpu_plain_steps = cpu_plain_steps
         self.cross_attention_length_scale = cross_attention_length_scale
         self.target_entry_input = target_entry_input
@@ -230,6 +238,9 @@ class LongSpecDraftConfig(PretrainedConfig):
         if self.cpu_lookup_tokens is not None and not is_lookup_length(self.cpu_lookup_tokens):
             raise ValueError(f"cpu_lookup_tokens must be None (lookup_tokens on a CPU too) or an int from 0 to "
                              f"{MAX_LOOKUP_TOKENS}, got {self.cpu_lookup_tokens!r}")
+        if self.cpu_tree_rerank_leaves is not None and not isinstance(self.cpu_tree_rerank_leaves, bool):
+            raise ValueError(f"cpu_tree_rerank_leaves must be None (tree_rerank_leaves on a CPU too), True or False, "
+                             f"got {self.cpu_tree_rerank_leaves!r}")
         if not isinstance(self.cpu_plain_steps, bool):
             raise ValueError(f"cpu_plain_steps must be True or False (whether a call on a CPU may take plain steps "
                              f"where rounds lose), got {self.cpu_plain_steps!r}")

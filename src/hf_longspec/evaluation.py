@@ -101,10 +101,12 @@ def held_out_prompts(tokenizer, lengths=(2048, 4096, 8000), kinds=("code", "pros
 
 
 def own_round(draft) -> dict:
-    """generate() options naming the draft config's own tree and chain (its GPU round), which a call on a CPU
-    replaces by the config's cpu_tree_widths and cpu_lookup_tokens unless it names them, and rounds only (a
-    call on a CPU may otherwise take plain steps where rounds lose): tau measures the draft, not a speed choice."""
+    """generate() options naming the draft config's own tree, leaves and chain (its GPU round), which a call on a
+    CPU replaces by the config's cpu_tree_widths, cpu_tree_rerank_leaves and cpu_lookup_tokens unless it names
+    them, and rounds only (a call on a CPU may otherwise take plain steps where rounds lose): tau measures the
+    draft, not a speed choice."""
     return {"longspec_tree_widths": list(draft.config.tree_widths), "longspec_lookup_tokens": draft.config.lookup_tokens,
+            "longspec_rerank_leaves": bool(getattr(draft.config, "tree_rerank_leaves", False)),
             "longspec_plain_steps": False}
 
 

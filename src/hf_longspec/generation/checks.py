@@ -64,12 +64,14 @@ def cross_attention_window_for(draft, generation_config, requested) -> int | Non
     return requested or None
 
 
-def rerank_leaves_for(draft, generation_config, requested) -> bool:
-    """``longspec_rerank_leaves`` (else the generation config's, else the draft config's ``tree_rerank_leaves``):
-    whether the tree's last width holds the best children of every node the draft runs (draft_tree.py)."""
+def rerank_leaves_for(draft, generation_config, requested, on_cpu: bool) -> bool:
+    """``longspec_rerank_leaves`` (else the generation config's, else, on a CPU, the draft config's
+    ``cpu_tree_rerank_leaves`` where set, else its ``tree_rerank_leaves``): whether the tree's last width holds the
+    best children of every node the draft runs (draft_tree.py)."""
     requested, name = asked(generation_config, "longspec_rerank_leaves", requested)
     if requested is None:
-        return bool(getattr(draft.config, "tree_rerank_leaves", False))
+        on_cpu_default = getattr(draft.config, "cpu_tree_rerank_leaves", None) if on_cpu else None
+        return bool(getattr(draft.config, "tree_rerank_leaves", False) if on_cpu_default is None else on_cpu_default)
     if not isinstance(requested, bool):
         raise UnsupportedGenerationError(
             f"{name}={requested!r}; allowed: True, False or None (the draft config's tree_rerank_leaves).")

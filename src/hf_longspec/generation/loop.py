@@ -192,7 +192,8 @@ def longspec_generate(
     longspec_rerank_leaves: True makes the tree's last width the best children of every node the draft runs
         (EAGLE-2's re-ranking of the leaves; the same nodes drafted and rows verified); False: of the last
         depth's nodes (the paper's tree). None (the default): the generation config's, else the draft config's
-        ``tree_rerank_leaves``. Proposals change, the output does not.
+        ``tree_rerank_leaves`` (on a CPU its ``cpu_tree_rerank_leaves`` where set). Proposals change, the output
+        does not.
     longspec_lookup_chains: 2 verifies a second chain of the same length beside the first (greedy only): the
         continuation of the latest match whose next token differs from the first chain's. Default 1.
     longspec_cross_attention_window: W > 0: the draft's cross-attention reads the target cache's
@@ -232,7 +233,8 @@ def longspec_generate(
     on_cpu = input_ids.device.type == "cpu"
     layout = TreeLayout.plan(widths, max_nodes, draft.config.vocab_size) if widths else \
         tree_within(draft.config, max_nodes, draft.config.vocab_size, on_cpu)
-    layout = dataclasses.replace(layout, rerank_leaves=rerank_leaves_for(draft, generation_config, longspec_rerank_leaves))
+    rerank_leaves = rerank_leaves_for(draft, generation_config, longspec_rerank_leaves, on_cpu)
+    layout = dataclasses.replace(layout, rerank_leaves=rerank_leaves)
     do_sample = bool(generation_config.do_sample)
     keep_scores = bool(generation_config.return_dict_in_generate and (generation_config.output_scores or generation_config.output_logits))
     processors = logits_processor if logits_processor is not None and len(logits_processor) > 0 else None

@@ -302,7 +302,8 @@ def initial_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
         overrides.pop("target_entry_input")
     if "extra_target_layer_indices" in overrides:  # new query blocks, computing the same at first
         draft = add_target_layers(draft, overrides.pop("extra_target_layer_indices"), seed=recipe.seed)
-    decoding = ("lookup_tokens", "cpu_tree_widths", "cpu_lookup_tokens", "cpu_plain_steps", "cross_attention_window")
+    decoding = ("lookup_tokens", "tree_rerank_leaves", "cpu_tree_widths", "cpu_lookup_tokens", "cpu_tree_rerank_leaves",
+                "cpu_plain_steps", "cross_attention_window")
     for name in decoding:  # what it decodes with or reads, not a weight:
         if name in overrides:  # a continued draft takes the one asked for (a window: fine-tuned to read it)
             setattr(draft.config, name, overrides.pop(name))
@@ -326,14 +327,16 @@ def new_draft(target, recipe: TrainRecipe) -> LongSpecDraftModel:
     """An untrained draft for `target` with the recipe's overrides, its weights drawn from `recipe.seed`:
     the Trainer seeds only after the draft exists, so they would otherwise come from whatever state
     torch's global generator happened to be in. Its config verifies the prompt-lookup chain beside the tree,
-    and names the small round a CPU drafts and its plain steps, as the shipped draft's does, unless the overrides
+    re-ranks the tree's leaves, and names the small round a CPU drafts (its leaves not re-ranked) and its plain
+    steps, as the shipped draft's does, unless the overrides
     say otherwise:
     a draft a user trains decodes like the shipped one."""
     from ..generation.lookup import TRAINED_DRAFT_LOOKUP_TOKENS
     from ..generation.tree_budget import TRAINED_DRAFT_CPU_LOOKUP_TOKENS, TRAINED_DRAFT_CPU_TREE_WIDTHS
 
-    decoding = {"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS, "cpu_tree_widths": list(TRAINED_DRAFT_CPU_TREE_WIDTHS),
-                "cpu_lookup_tokens": TRAINED_DRAFT_CPU_LOOKUP_TOKENS, "cpu_plain_steps": True}
+    decoding = {"lookup_tokens": TRAINED_DRAFT_LOOKUP_TOKENS, "tree_rerank_leaves": True,
+                "cpu_tree_widths": list(TRAINED_DRAFT_CPU_TREE_WIDTHS), "cpu_lookup_tokens": TRAINED_DRAFT_CPU_LOOKUP_TOKENS,
+                "cpu_tree_rerank_leaves": False, "cpu_plain_steps": True}
     device = target.get_input_embeddings().weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(recipe.seed)
