@@ -446,11 +446,15 @@ def joined(paths: list[str]) -> dict:
             "draft": first["draft"], "rows": rows, "goals": goals(rows, records), "runs": records}
 
 
+LEAVES_RERANKED = {False: "", True: ", leaves re-ranked"}  # in a figure's title
+
+
 def write_joined(paths: list[str], out_dir: Path) -> dict:
     result = joined(paths)
     settings = result["settings"]
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context, {len(paths)} run{'s' if len(paths) > 1 else ''} joined\n({settings['dtype']}, "
-             f"greedy, tree {'-'.join(map(str, settings['tree_widths']))}, chain {settings.get('lookup_tokens')}, "
+             f"greedy, tree {'-'.join(map(str, settings['tree_widths']))}{LEAVES_RERANKED[bool(settings.get('rerank_leaves'))]}, "
+             f"chain {settings.get('lookup_tokens')},\n"
              f"{settings['new_tokens']} new tokens, prompts aligned at the {settings['align']})")
     return write_result(result, out_dir, title)
 
@@ -577,7 +581,8 @@ def main(argv=None) -> dict:
               "skipped_kinds": skipped, "rows": rows, "goals": goals(rows, records), "runs": records,
               "seconds": time.perf_counter() - started}
     title = (f"LongSpec draft on SmolLM2-135M-Instruct: tau vs context\n({device.type}, {dtype}, greedy, "
-             f"tree {'-'.join(map(str, widths))}, {args.new_tokens} new tokens, prompts aligned at the {args.align})")
+             f"tree {'-'.join(map(str, widths))}{LEAVES_RERANKED[draft.last_stats.rerank_leaves]}, {args.new_tokens} new "
+             f"tokens, prompts aligned at the {args.align})")
     return write_result(result, out_dir, title)
 
 
