@@ -156,7 +156,7 @@ class TreeBuffers:
     depths: torch.Tensor  # (B, N) long: each node's depth (a re-ranked leaf's changes per round)
     ranked_log_q: torch.Tensor  # (B, N_run, K) float32: each run node's top-K log q, best first (the ranking)
     candidates: torch.Tensor  # (B, N_run, K) long: the tokens its children take, in order (sampled: its draws)
-    candidate_log_q: torch.Tensor  # (B, N_run, K) float32: their log q
+    candidate_log_q: torch.Tensor  # (B, N_run, K) float32: their log q (sampled; greedy, they are ranked_log_q)
     draft_probs: torch.Tensor | None = field(default=None)  # (B, N_run, V) float32, sampling only
 
     @classmethod
@@ -299,12 +299,12 @@ class TreeDrafter:
         greedy, the top-K themselves; sampled, its first K draws without replacement from q (Gumbel-top-k)."""
         tree = self.buffers
         ranked, tokens = log_q.topk(tree.candidates.shape[2], dim=-1)
+        tree.ranked_log_q[:, frontier] = ranked
         if self.do_sample:
             uniform = torch.rand_like(log_q).clamp_(min=1e-20)
             tokens = (log_q - torch.log(-torch.log(uniform))).topk(tokens.shape[2], dim=-1).indices
-        tree.ranked_log_q[:, frontier] = ranked
+            tree.candidate_log_q[:, frontier] = log_q.gather(2, tokens)
         tree.candidates[:, frontier] = tokens
-        tree.candidate_log_q[:, frontier] = log_q.gather(2, tokens) if self.do_sample else ranked
 
     def _children_per_node(self) -> torch.Tensor:
         """(B, N_run) long: how many drafted children each run node has (they took its first candidates)."""
@@ -333,6 +333,7 @@ class TreeDrafter:
         if taken is not None:
             rank = rank + taken.gather(1, parent_local)
         flat = parent_local * k + rank.clamp(max=k - 1)
-        child_log_q = tree.candidate_log_q[:, pool].flatten(1).gather(1, flat)
+        drawn_log_q = tree.candidate_log_q if self.do_sample else tree.ranked_log_q  # greedy: the ranked ones
+        child_log_q = drawn_log_q[:, pool].flatten(1).gather(1, flat)
         child_log_q = child_log_q.masked_fill(rank >= k, float("-inf"))  # past a parent's last candidate: invalid
         return pool.start + parent_local, tree.candidates[:, pool].flatten(1).gather(1, flat), child_log_q
