@@ -38,7 +38,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
   with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,
   so longspec_sampled and longspec_sampled_lookup0 are the same call; lookup32 asks for the chain
-  (the eighth session's run measured longspec_sampled when it still had it).
+  (the eighth session's run measured longspec_sampled when it still had it). longspec_sampled_unranked:
+  sampled without re-ranking the tree's leaves (``longspec_rerank_leaves=False``), what re-ranking changes.
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -82,8 +83,11 @@ METHODS = {
                                  "longspec_lookup_tokens": 0},
     "longspec_sampled_lookup32": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                   "longspec_lookup_tokens": 32},
+    "longspec_sampled_unranked": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
+                                  "longspec_rerank_leaves": False},
 }
-SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32")
+SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32",
+           "longspec_sampled_unranked")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_chains", "longspec_sampled",
             "longspec_draft_", "longspec_rerank")  # rows of the second table

@@ -21,6 +21,7 @@ from scipy.stats import chisquare
 
 from hf_longspec.generation.acceptance import PathVerifier
 from hf_longspec.generation.draft_tree import HostTree, TreeBuffers, TreeLayout
+from hf_longspec.generation.rejection import CHILDREN_TRIED
 from hf_longspec.generation.sampled_accept import DeviceWarpers, sample_accept, try_children
 
 VOCAB, ALPHA = 6, 1e-4
@@ -210,6 +211,36 @@ def test_the_walks_try_reranked_leaves_after_a_nodes_children_and_keep_the_law()
         path = walk.verify(tree.to_host(row, RERANKED.lookup_offset), scores[row], torch.tensor([[0]]))
         emitted[row, : len(path.tokens)], count[row] = path.tokens, len(path.tokens)
     assert _assert_target_law(emitted, count, "host, re-ranked") >= 5
+
+
+def test_a_node_s_draws_past_the_eighth_are_not_tried_and_the_law_holds():
+    """A root with 12 children, its 12 draws from q: both walks try its first CHILDREN_TRIED (8) only,
+    each try being a pass over the vocabulary, and still emit the target's law (the residual covers what
+    the untried draws would have). Trying all 12 accepts the 9th-12th in 5.6% of these rounds."""
+    vocab, rows, width = 16, 100_000, 12
+    g = torch.Generator().manual_seed(5)
+    p0 = torch.rand(vocab, generator=g, dtype=torch.float64) ** 4
+    p0 = (p0 / p0.sum()).float()
+    q0 = torch.full((vocab,), 1.0 / vocab)
+    layout = TreeLayout((width,))
+    tree = TreeBuffers.allocate(layout, rows, "cpu", vocab, keep_probs=True)
+    tree.tokens[:, 1:] = _draws_without_replacement(q0.expand(rows, -1), width, g)
+    tree.valid.fill_(True)
+    tree.draft_probs.copy_(q0.expand(rows, 1, -1))
+    scores = torch.log(p0).expand(rows, width + 1, -1).contiguous()
+    torch.manual_seed(3)
+    paths = sample_accept(layout, tree, scores)
+    assert CHILDREN_TRIED == 8
+    accepted_child = torch.where(paths.accepted == 2, paths.path_nodes[:, 1], 0)
+    assert int(accepted_child.max()) <= CHILDREN_TRIED and (accepted_child > 0).float().mean() > 0.5
+    first = paths.emitted[:, 0].numpy()
+    assert chisquare(np.bincount(first, minlength=vocab), p0.double().numpy() * rows).pvalue > ALPHA
+    walk, host_rows, host_first = PathVerifier(do_sample=True), 4000, []
+    for row in range(host_rows):
+        path = walk.verify(tree.to_host(row), scores[row], torch.tensor([[0]]))
+        assert len(path.accepted_nodes) == 1 or path.accepted_nodes[1] <= CHILDREN_TRIED
+        host_first.append(path.tokens[0])
+    assert chisquare(np.bincount(host_first, minlength=vocab), p0.double().numpy() * host_rows).pvalue > ALPHA
 
 
 def _one_tree(tokens, parents, draft_q):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .draft_tree import HostTree, TreeBuffers, TreeLayout
-from .rejection import draw, try_chain_token, try_child
+from .rejection import CHILDREN_TRIED, draw, try_chain_token, try_child
 
 
 @dataclass
@@ -164,7 +164,7 @@ class PathVerifier:
             scores = self._node_scores(target_logits, node if node is not None else twin, sequence, row, batch, path)
             children = tree.draft_children(node) if node is not None else []
             chain = tree.chain_child(twin) if twin is not None else None
-            token, child = self._rejection_sample(tree, node, children, chain, scores)
+            token, child = self._rejection_sample(tree, node, children[:CHILDREN_TRIED], chain, scores)
             path.tokens.append(token)
             if child is None:
                 break
@@ -183,7 +183,7 @@ class PathVerifier:
                           scores: torch.Tensor) -> tuple[int, int | None]:
         """One token from the target's p, and the child holding it if one was accepted.
 
-        The draft's ``children`` of ``node`` (drawn without replacement from q) go first. Then the
+        The draft's ``children`` of ``node`` (its first draws without replacement from q) go first. Then the
         lookup chain's node ``chain``, a proposal with all its mass on its token t, against what is
         left of p: accepted with probability p(t), else t leaves p (renormalized) before the bonus is
         drawn. The chain's token does not depend on the draft's draws, so this last stage keeps the

@@ -11,6 +11,12 @@ import torch
 
 _TINY = torch.finfo(torch.float32).tiny
 
+# A node's first draws tried, at most: each try is a pass over the vocabulary, and with re-ranked leaves a
+# node may hold 20 or more children, though later draws are seldom accepted (on the CPU, sampled at
+# temperature 0.8, 3 of 354 accepted children were past the 8th: forty-fifth session). Stopping early keeps
+# the law: rejection sampling over any prefix of the draws, then the residual, is exact.
+CHILDREN_TRIED = 8
+
 
 def try_child(p, q, token, offered, uniform):
     """One draft child ``token`` (B,) against the rows' residual target law p (B, V) and draft law q

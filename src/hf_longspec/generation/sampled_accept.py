@@ -9,9 +9,11 @@ accepted with probability p(t), else t leaves p. If nothing was accepted, the bo
 from what is left. While the chain holds the path's tokens the walk stands on both sides, so the
 chain never costs the draft a child.
 
-Static shapes: every row tries every slot of every depth (and, with re-ranked leaves, every leaf slot at
-every depth), and a slot that is not a child of the row's current node, or a row that has stopped,
-changes nothing. The uniforms are drawn up front.
+Static shapes: at each depth every row tries ``CHILDREN_TRIED`` slots, its current node's first draws
+(the next depth's slots, then, with re-ranked leaves, the leaf slots), found in the slots that may hold
+them; a slot that is not a child of that node, or a row that has stopped, changes nothing. Each try is a
+pass over the vocabulary: trying every slot (20 to 32 a depth with re-ranked leaves) cost the round more
+than the draws past the eighth ever return. The uniforms are drawn up front.
 
 Only processors that are a function of each row's logits alone can score every tree node at once
 (``DeviceWarpers``: temperature, top-k, top-p, min-p). Any other processor (a repetition penalty reads
@@ -32,7 +34,7 @@ from transformers.generation.logits_process import (
 
 from .acceptance import AcceptedPaths, path_kinds
 from .draft_tree import TreeBuffers, TreeLayout
-from .rejection import draw, try_chain_token, try_child
+from .rejection import CHILDREN_TRIED, draw, try_chain_token, try_child
 
 # transformers' warpers whose output row depends on that row's scores only (not on input_ids)
 ROW_WISE_WARPERS = (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper)
@@ -82,7 +84,7 @@ def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
 
 def try_children(compiled: bool):
     """``_try_children``, compiled where the round is (one wrapper for every decoder: dynamo's cache
-    lives on it; each tree width compiles once)."""
+    lives on it; it compiles once per count of children tried)."""
     global _compiled_try_children
     if not compiled:
         return _try_children
@@ -102,10 +104,20 @@ def _child_slot_ids(layout: TreeLayout, device: torch.device) -> tuple[torch.Ten
     return tuple(torch.tensor(layout.child_slots(depth), device=device) for depth in range(layout.depth))
 
 
+def _first_children(tree: TreeBuffers, slots: torch.Tensor, node: torch.Tensor, count: int) -> torch.Tensor:
+    """(B, count) node ids: each row's first ``count`` children of ``node`` among ``slots`` in draw (slot) order,
+    then other slots (which hold no child of it) to fill the shape."""
+    position = torch.arange(slots.shape[0], device=slots.device)
+    is_child = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None])
+    order = torch.where(is_child, position, position + slots.shape[0])  # children first, each group in slot order
+    return slots[order.topk(count, dim=1, largest=False).indices]
+
+
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
-                  try_children=_try_children) -> AcceptedPaths:
+                  try_children=_try_children, children_tried: int = CHILDREN_TRIED) -> AcceptedPaths:
     """target_scores: (B, N, V) processed target scores per node; ``tree.draft_probs`` holds q.
-    Device ops only. ``try_children`` may be a compiled ``_try_children`` (its ops then fuse)."""
+    Device ops only. ``try_children`` may be a compiled ``_try_children`` (its ops then fuse).
+    ``children_tried``: a node's first draws tried at most (rejection.CHILDREN_TRIED)."""
     batch, _, vocab = target_scores.shape
     device = target_scores.device
     rows = torch.arange(batch, device=device)
@@ -130,9 +142,11 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         token = torch.zeros_like(node)
         if step < layout.depth:
             slots = child_slots[step]
+            tried = _first_children(tree, slots, node, min(children_tried, slots.shape[0]))  # (B, tried)
             q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]  # a leaf's: unread (it has no children)
-            p, token, taken = try_children(p, q, tree.tokens[:, slots], tree.parents[:, slots], tree.valid[:, slots],
-                                           node, walking & on_draft, draft_uniforms[:, slots - 1])
+            p, token, taken = try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
+                                           tree.valid.gather(1, tried), node, walking & on_draft,
+                                           draft_uniforms.gather(1, tried - 1))
         if step < layout.lookup:
             chain_slot = layout.lookup_offset + step
             offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
