@@ -41,14 +41,19 @@ def _provenance(name: str, result: dict) -> str:
                                    f"{str(machine.get('git_commit', '?'))[:7]})" for machine in _machines(result))
 
 
+def decoder_name(options: dict) -> str:
+    """The card's name for a greedy LongSpec decoder, from a run's tree_widths, rerank_leaves and lookup_tokens."""
+    widths = options.get("tree_widths")
+    method = f"LongSpec tree {'-'.join(map(str, widths))}" if widths else "LongSpec"
+    method += ", leaves re-ranked" if options.get("rerank_leaves") else ""
+    lookup = options.get("lookup_tokens")
+    return method + (f" + {lookup}-token lookup chain (greedy)" if lookup else " (greedy)")
+
+
 def tau_runs(result: dict) -> list[dict]:
     """One run per (kind, length) row of a tau_curve.json."""
     settings = result.get("settings") or {}
-    widths = settings.get("tree_widths")
-    method = f"LongSpec tree {'-'.join(map(str, widths))}" if widths else "LongSpec"
-    method += ", leaves re-ranked" if settings.get("rerank_leaves") else ""
-    lookup = settings.get("lookup_tokens")
-    method += f" + {lookup}-token lookup chain (greedy)" if lookup else " (greedy)"
+    method = decoder_name(settings)
     return [{"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": settings.get("new_tokens"),
              "method": method, "tau": round(row["tau_mean"], 2)} for row in result["rows"]]
 
@@ -69,13 +74,16 @@ def depth_note(result: dict) -> str | None:
 def decode_runs(result: dict) -> list[dict]:
     """Per (kind, length) row of a decode_bench.json: the vanilla static run and LongSpec's run."""
     new_tokens = (result.get("settings") or {}).get("new_tokens")
+    # the decoder the calls ran, as their stats record it (older runs record none: then plain "LongSpec")
+    stats = next((r["stats"] for r in result.get("runs", []) if r.get("method") == "longspec" and r.get("stats")), {})
+    method = decoder_name(stats) + ", end to end"
     runs = []
     for row in result["rows"]:
         base = {"task": row["kind"], "prompt_tokens": row["length"], "new_tokens": new_tokens}
         runs.append({**base, "method": "vanilla static (compiled)",
                      "tokens_per_second": round(row["vanilla_static"]["median"], 1)})
         longspec = row["longspec"]
-        runs.append({**base, "method": "LongSpec (greedy), end to end",
+        runs.append({**base, "method": method,
                      "tokens_per_second": round(longspec["median"], 1), "tau": round(row["tau_median"], 2),
                      "speedup": round(longspec["speedup_vs_static_median"], 2)})
     return runs

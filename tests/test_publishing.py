@@ -547,6 +547,8 @@ def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_pat
     assert built["environment"]["device"] == "NVIDIA H200" and built["environment"]["dtype"] == "bfloat16"
     text = render_card(draft_dir, TARGET_REPO, out, repo_id=DRAFT_REPO).text
     assert "| code | 4096 | 128 | LongSpec (greedy), end to end | 3.85 | 1179.4 | 3.54x |" in text
+    assert ("- LongSpec (greedy), end to end: τ (mean tokens per target forward) 2.08-3.85; "
+            "speedup over vanilla static (compiled) 1.81-3.54x.") in text  # the baseline its rows name
     with pytest.raises(ValueError, match="give --tau, --decode or both"):
         builder.build(None, None, [])
     # a source joined from two runs (tau_curve.py --join) names both commands and both dates
@@ -560,6 +562,12 @@ def test_card_measurements_are_built_from_the_benchmark_jsons(draft_dir, tmp_pat
     reranked = builder.build({**tau, "settings": {**tau["settings"], "rerank_leaves": True}}, None, [])
     assert all(", leaves re-ranked" in run["method"] for run in reranked["runs"])
     assert not any("re-ranked" in run["method"] for run in built["runs"])
+    # an end-to-end run names the decoder its calls' stats record (forty-fifth session; older runs record none)
+    decoder = {"tree_widths": [4, 16, 16, 16, 16], "rerank_leaves": True, "lookup_tokens": 32}
+    runs = [{**run, "stats": {**run["stats"], **decoder}} if run["method"] == "longspec" else run for run in decode["runs"]]
+    named = builder.build(None, {**decode, "runs": runs}, [])
+    assert {run["method"] for run in named["runs"] if run.get("speedup")} == {
+        "LongSpec tree 4-16-16-16-16, leaves re-ranked + 32-token lookup chain (greedy), end to end"}
 
 
 def test_the_shipped_card_is_what_its_measurements_render(tmp_path, monkeypatch):

@@ -226,13 +226,16 @@ def _measured_facts(results: BenchmarkResults) -> dict:
 def _summary(results: BenchmarkResults) -> list[str]:
     """One line per LongSpec variant measured: its tau and speedup ranges over the settings."""
     methods = results.longspec_methods or (None,)
+    baselines = list(dict.fromkeys(run.method for run in results.runs if run.is_baseline and run.method))
+    # the baseline the rows name (vanilla static, compiled, on the shipped card), where they name one
+    baseline = baselines[0] if len(baselines) == 1 and baselines[0] != "vanilla" else "vanilla `generate()`"
     lines = []
     for method in methods:
         tau = results.longspec_range("tau", method) if method else None
         speedup = results.longspec_range("speedup", method) if method else None
         lines.append(
             f"{method or 'LongSpec'}: τ (mean tokens per target forward) {_span(tau) if tau else NOT_MEASURED}; "
-            f"speedup over vanilla `generate()` {f'{_span(speedup)}x' if speedup else NOT_MEASURED}."
+            f"speedup over {baseline} {f'{_span(speedup)}x' if speedup else NOT_MEASURED}."
         )
     return lines
 
