@@ -12,8 +12,9 @@ chain never costs the draft a child.
 Static shapes: at each depth every row tries ``CHILDREN_TRIED`` slots, its current node's first draws
 (the next depth's slots, then, with re-ranked leaves, the leaf slots), found in the slots that may hold
 them; a slot that is not a child of that node, or a row that has stopped, changes nothing. Each try is a
-pass over the vocabulary: trying every slot (20 to 32 a depth with re-ranked leaves) cost the round more
-than the draws past the eighth ever return. The uniforms are drawn up front.
+pass over the vocabulary: trying every slot (20 to 32 a depth with re-ranked leaves) made a round take 18%
+longer on an H100, for draws past the eighth that held under 1% of accepted children (forty-fifth session).
+The uniforms are drawn up front.
 
 Only processors that are a function of each row's logits alone can score every tree node at once
 (``DeviceWarpers``: temperature, top-k, top-p, min-p). Any other processor (a repetition penalty reads
