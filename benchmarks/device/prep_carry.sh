@@ -37,14 +37,15 @@ fi
 rm -rf .carry/ust1 .carry/ust2 && mkdir -p .carry/ust1 .carry/ust2
 split -b 11M .carry/ust/ust.tgz .carry/ust1/ustpart-
 mv .carry/ust1/ustpart-ab .carry/ust2/
-# .carry/b/before: the draft shipped before the shipped one (the folder as it was just before the last commit
+# .carry/before: the draft shipped before the shipped one (the folder as it was just before the last commit
 # that changed its weights; since the twenty-seventh session, stage 5 of the first lineage), for an end-to-end
-# run of both side by side: decode_bench.py --drafts before=FOLDER
+# run of both side by side: decode_bench.py --drafts before=FOLDER. Its own folder since the forty-fifth session:
+# the working tree (47 MiB tracked) and .carry/b with it no longer fit one call's 64 MiB.
 card=model_cards/longspec-smollm2-135m-instruct
 shipped_at=$(git log -n 1 --format=%H -- $card/model.safetensors)
-rm -rf .carry/b/before && mkdir -p .carry/b/before
+rm -rf .carry/b/before .carry/before && mkdir -p .carry/before
 for file in config.json model.safetensors; do
-  git show "$shipped_at^:$card/$file" > .carry/b/before/$file 2>/dev/null \
-    || { echo "no commit before ${shipped_at:0:7} here (a shallow clone?): .carry/b/before left out"; rm -rf .carry/b/before; break; }
+  git show "$shipped_at^:$card/$file" > .carry/before/$file 2>/dev/null \
+    || { echo "no commit before ${shipped_at:0:7} here (a shallow clone?): .carry/before left out"; rm -rf .carry/before; break; }
 done
-du -sh .carry/a .carry/a2 .carry/a3 .carry/a4 .carry/a5 .carry/b .carry/ust1 .carry/ust2
+du -sh .carry/a .carry/a2 .carry/a3 .carry/a4 .carry/a5 .carry/b .carry/before .carry/ust1 .carry/ust2
