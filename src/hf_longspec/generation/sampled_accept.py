@@ -105,11 +105,10 @@ def _child_slot_ids(layout: TreeLayout, device: torch.device) -> tuple[torch.Ten
     return tuple(torch.tensor(layout.child_slots(depth), device=device) for depth in range(layout.depth))
 
 
-def _first_children(tree: TreeBuffers, slots: torch.Tensor, node: torch.Tensor, count: int) -> torch.Tensor:
-    """(B, count) node ids: each row's first ``count`` children of ``node`` among ``slots`` in draw (slot) order,
-    then other slots (which hold no child of it) to fill the shape."""
+def _first_children(slots: torch.Tensor, is_child: torch.Tensor, count: int) -> torch.Tensor:
+    """(B, count) node ids: each row's first ``count`` children of its node among ``slots`` (``is_child``: (B, S),
+    which slots hold one) in draw (slot) order, then other slots (which hold no child of it) to fill the shape."""
     position = torch.arange(slots.shape[0], device=slots.device)
-    is_child = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None])
     order = torch.where(is_child, position, position + slots.shape[0])  # children first, each group in slot order
     return slots[order.topk(count, dim=1, largest=False).indices]
 
@@ -143,7 +142,8 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         token = torch.zeros_like(node)
         if step < layout.depth:
             slots = child_slots[step]
-            tried = _first_children(tree, slots, node, min(children_tried, slots.shape[0]))  # (B, tried)
+            is_child = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None])  # (B, S), read again below
+            tried = _first_children(slots, is_child, min(children_tried, slots.shape[0]))  # (B, tried)
             q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]  # a leaf's: unread (it has no children)
             p, token, taken = try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
                                            tree.valid.gather(1, tried), node, walking & on_draft,
@@ -163,8 +163,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         stays = torch.zeros_like(taken)
         child = node
         if step < layout.depth:
-            match = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None]) & \
-                (tree.tokens[:, slots] == token[:, None])
+            match = is_child & (tree.tokens[:, slots] == token[:, None])  # node has not moved since is_child
             stays = taken & on_draft & match.any(dim=1)
             child = slots[match.int().argmax(dim=1)]
         chain_stays = torch.zeros_like(taken)
