@@ -89,12 +89,13 @@ def random_target(shape: dict, device, dtype):
 
 
 def filled_decoder(target, draft, layout, length: int, device, batch: int = 1, compile: bool = False,
-                   compile_verify: bool | None = None):
+                   compile_verify: bool | None = None, **decoder_options):
     """The decoder generate() would build, its target cache filled with random K/V up to ``length`` and
-    the draft's ring started on random tokens: a round can run without any prefill."""
+    the draft's ring started on random tokens: a round can run without any prefill. ``decoder_options``:
+    more of LongSpecDecoder's arguments (``sampling``, ``warpers``)."""
     use_hybrid_attention(target)  # the vanilla runs switched it back to plain sdpa
     decoder = LongSpecDecoder(draft, layout, bucketed_capacity(length + 512, layout), batch_size=batch,
-                              compile=compile, compile_verify=compile_verify)
+                              compile=compile, compile_verify=compile_verify, **decoder_options)
     with torch.no_grad():
         decoder.cache.storage.normal_(0, 0.5)
         decoder.cache.lengths.fill_(length)

@@ -1,12 +1,14 @@
 """What the sampled round's tree walk costs on the device, alone: ``sample_accept`` captured as a CUDA
-graph and replayed, eager against compiled, next to ``greedy_accept`` (no model: random trees and
-scores of SmolLM2's vocabulary).
+graph and replayed, eager, with each depth's tries compiled (the code until the forty-sixth session) and
+compiled whole (``sampled_walk(True)``, the code since), next to ``greedy_accept`` (no model: random trees
+and scores of SmolLM2's vocabulary).
 
-    PYTHONPATH=src python benchmarks/walk_bench.py --out DIR [--replays 200]
+    PYTHONPATH=src python benchmarks/walk_bench.py --out DIR [--replays 200] [--rerank-leaves]
 
 Why: a sampled SmolLM2 round took 6.0-6.3 ms on the H200 (eighth session), a greedy one 3.3-3.7 ms,
-and the difference is the walk: every slot of every depth is tried, each try a few vocabulary-wide
-ops. This times exactly that part, per variant, so the cheaper one can be chosen by measurement.
+and the difference is the walk: each depth tries a node's children, each try a few vocabulary-wide
+ops, and the rest of the walk is a few hundred small ops. This times exactly that part, per variant,
+so the cheaper one can be chosen by measurement.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation.acceptance import greedy_accept
 from hf_longspec.generation.draft_tree import TreeBuffers, TreeLayout
-from hf_longspec.generation.sampled_accept import sample_accept, try_children
+from hf_longspec.generation import sampled_accept
+from hf_longspec.generation.sampled_accept import sample_accept, sampled_walk
 
 VOCAB = 49152  # SmolLM2
 
 
 def random_tree(layout: TreeLayout, batch: int, device) -> tuple[TreeBuffers, torch.Tensor]:
     """A tree of the layout's shape (each depth's nodes under the previous depth's first node) and
-    target scores; the walk's cost does not depend on what it accepts (every slot is tried)."""
+    target scores; the walk's cost does not depend on what it accepts (its shapes are static)."""
     tree = TreeBuffers.allocate(layout, batch, device, VOCAB, keep_probs=True)
     tree.tokens.random_(0, VOCAB)
     tree.valid.fill_(True)
@@ -40,6 +43,22 @@ def random_tree(layout: TreeLayout, batch: int, device) -> tuple[TreeBuffers, to
         tree.parents[:, chain] = torch.cat([chain.new_zeros(1), chain[:-1]])
     tree.draft_probs.copy_(torch.softmax(torch.randn_like(tree.draft_probs), dim=-1))
     return tree, torch.randn(batch, layout.num_nodes, VOCAB, device=device)
+
+
+_depth_tries = None
+
+
+def depthwise(layout, tree, scores):
+    """The walk as the code ran it until the forty-sixth session: eager, each depth's tries one compiled
+    function (swapped into the module for this call only)."""
+    global _depth_tries
+    if _depth_tries is None:
+        _depth_tries = torch.compile(sampled_accept._try_children, dynamic=False)
+    eager_tries, sampled_accept._try_children = sampled_accept._try_children, _depth_tries
+    try:
+        return sample_accept(layout, tree, scores)
+    finally:
+        sampled_accept._try_children = eager_tries
 
 
 def time_graph(fn, replays: int) -> float:
@@ -68,18 +87,20 @@ def main(argv=None) -> dict:
     parser.add_argument("--replays", type=int, default=200)
     parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 16, 16, 16])
     parser.add_argument("--lookups", type=int, nargs="+", default=[0, 32])
+    parser.add_argument("--rerank-leaves", action="store_true", help="the shipped tree's re-ranked leaves")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("walk_bench times CUDA graphs: it needs a GPU")
     device = torch.device("cuda")
     rows = []
     for lookup in args.lookups:
-        layout = TreeLayout(tuple(args.widths), lookup)
+        layout = TreeLayout(tuple(args.widths), lookup, rerank_leaves=args.rerank_leaves)
         tree, scores = random_tree(layout, 1, device)
         variants = {
             "greedy_accept": lambda: greedy_accept(layout, tree, scores),
-            "sample_accept eager": lambda: sample_accept(layout, tree, scores, try_children(False)),
-            "sample_accept compiled": lambda: sample_accept(layout, tree, scores, try_children(True)),
+            "sample_accept eager": lambda: sampled_walk(False)(layout, tree, scores),
+            "sample_accept, each depth's tries compiled": lambda: depthwise(layout, tree, scores),
+            "sample_accept compiled whole": lambda: sampled_walk(True)(layout, tree, scores),
         }
         for name, fn in variants.items():
             begin = time.perf_counter()
@@ -90,7 +111,8 @@ def main(argv=None) -> dict:
     lines = ["| nodes (chain) | variant | ms per replay |", "|---|---|---|"]
     lines += [f"| {r['nodes']} ({r['lookup']}) | {r['variant']} | {r['ms_per_replay']:.3f} |" for r in rows]
     print("\n".join(lines))
-    result = {"machine": machine_info(device), "rows": rows, "widths": args.widths, "vocab": VOCAB}
+    result = {"machine": machine_info(device), "rows": rows, "widths": args.widths, "vocab": VOCAB,
+              "rerank_leaves": args.rerank_leaves}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "walk_bench.json").write_text(json.dumps(result, indent=1))

@@ -22,7 +22,8 @@ from scipy.stats import chisquare
 from hf_longspec.generation.acceptance import PathVerifier
 from hf_longspec.generation.draft_tree import HostTree, TreeBuffers, TreeLayout
 from hf_longspec.generation.rejection import CHILDREN_TRIED
-from hf_longspec.generation.sampled_accept import DeviceWarpers, sample_accept, try_children
+from hf_longspec.generation import sampled_accept
+from hf_longspec.generation.sampled_accept import DeviceWarpers, sample_accept, sampled_walk
 
 VOCAB, ALPHA = 6, 1e-4
 LAYOUT = TreeLayout((2, 2), lookup=2)  # nodes: root 0 | depth 1: 1, 2 | depth 2: 3, 4 | chain: 5, 6
@@ -128,16 +129,16 @@ def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked)
     new uniforms: two replays differ, and each follows the target's law (re-ranked leaves too)."""
     layout = RERANKED if reranked else LAYOUT
     tree, scores = (_reranked_trees if reranked else _random_trees)(200_000, device="cuda")
-    children = try_children(compiled)
+    walk = sampled_walk(compiled)
     torch.manual_seed(0)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        sample_accept(layout, tree, scores, children)  # warm-up (and compile), as capture wants
+        walk(layout, tree, scores)  # warm-up (and compile), as capture wants
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        paths = sample_accept(layout, tree, scores, children)
+        paths = walk(layout, tree, scores)
     replays = []
     for _ in range(2):
         graph.replay()
@@ -145,6 +146,29 @@ def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked)
     assert (replays[0][0] != replays[1][0]).any(axis=1).mean() > 0.3
     for emitted, count in replays:
         assert _assert_target_law(emitted, count, "captured") >= 15
+
+
+def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_one(monkeypatch):
+    """On CUDA the sampled round's walk is compiled whole (``sampled_walk(True)``): one graph, the warpers in
+    it, so that its few hundred small ops fuse. A graph break would leave pieces eager inside the captured
+    round, and a host sync would break capture. Traced here with dynamo's aot_eager backend (the CPU's
+    inductor does not build), the compiled wrapper walks exactly as the eager walk on the same randoms."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
+
+    tree, scores = _reranked_trees(2000)
+    warpers = DeviceWarpers((TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)))
+    slots = sampled_accept.child_slot_ids(RERANKED, scores.device)
+    explained = torch._dynamo.explain(sample_accept)(RERANKED, tree, scores, warpers, CHILDREN_TRIED, slots)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    monkeypatch.setattr(sampled_accept, "_compiled_walk",
+                        torch.compile(sample_accept, backend="aot_eager", fullgraph=True))
+    torch.manual_seed(7)
+    compiled = sampled_walk(True)(RERANKED, tree, scores, warpers)
+    torch.manual_seed(7)
+    eager = sampled_walk(False)(RERANKED, tree, scores, warpers)
+    for name in ("path_nodes", "accepted", "emitted", "non_chain"):
+        assert torch.equal(getattr(compiled, name), getattr(eager, name)), name
+    assert compiled.accepted.float().mean() > 1.5  # the walk accepted children, not only bonus tokens
 
 
 def test_the_host_walk_emits_the_same_law():

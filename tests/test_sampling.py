@@ -169,16 +169,20 @@ def test_sampling_with_reranked_leaves_is_lossless(monkeypatch):
 
     kept_above = []
 
-    def spy(layout, tree, scores, *args):
-        paths = decoder_module_sample_accept(layout, tree, scores, *args)
-        if DEVICE == "cpu":  # reading a count syncs, which graph capture forbids
-            last = paths.path_nodes.gather(1, paths.accepted[:, None] - 1)
-            kept_above.append(int(((last >= layout.offsets[layout.depth])
-                                   & (tree.depths.gather(1, last) < layout.depth)).sum()))
-        return paths
+    def spied_walk(compiled):
+        walk = original_walk(compiled)
 
-    decoder_module_sample_accept = decoder_module.sample_accept
-    monkeypatch.setattr(decoder_module, "sample_accept", spy)
+        def spy(layout, tree, scores, warpers):
+            paths = walk(layout, tree, scores, warpers)
+            if DEVICE == "cpu":  # reading a count syncs, which graph capture forbids
+                last = paths.path_nodes.gather(1, paths.accepted[:, None] - 1)
+                kept_above.append(int(((last >= layout.offsets[layout.depth])
+                                       & (tree.depths.gather(1, last) < layout.depth)).sum()))
+            return paths
+        return spy
+
+    original_walk = decoder_module.sampled_walk
+    monkeypatch.setattr(decoder_module, "sampled_walk", spied_walk)
     target, draft, ids = _tiny_target_and_draft(widths=(1, 1, 3))
     counts, stats = _sample_first_four(target, draft, ids, RERANK_SAMPLES, seed=4321, longspec_rerank_leaves=True)
     _assert_follows(counts, _exact_joint(target, ids), positions=(0, 1, 2, 3))

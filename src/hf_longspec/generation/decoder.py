@@ -27,7 +27,7 @@ from ..target_support import cache_argument_name
 from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
 from .draft_tree import TreeBuffers, TreeDrafter, TreeLayout
 from .lookup import PromptLookup
-from .sampled_accept import DeviceWarpers, sample_accept, try_children
+from .sampled_accept import DeviceWarpers, sampled_walk
 from .tree_cache import TreeKVCache
 
 CAPACITY_BUCKET = 1024  # cache capacity is rounded up to this: one graph serves many prompt lengths
@@ -103,7 +103,7 @@ class LongSpecDecoder:
         self._verify = torch.compile(self._verify_forward) if self.verify_compiled else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
         self._draft_sampled = torch.compile(self._draft_sampled_eager) if compile else self._draft_sampled_eager
-        self._try_children = try_children(compile)  # the sampled walk's tries of one depth, fused when compiling
+        self._sample_accept = sampled_walk(compile)  # the sampled tree walk, fused whole when compiling
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
@@ -207,8 +207,7 @@ class LongSpecDecoder:
             paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify())
         else:
             self._draft_sampled()
-            scores = self.warpers(None, self._verify().float())
-            paths = sample_accept(self.layout, self.tree, scores, self._try_children)
+            paths = self._sample_accept(self.layout, self.tree, self._verify(), self.warpers)
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
         self.result[:, 0] = paths.accepted
@@ -273,7 +272,7 @@ class LongSpecDecoder:
                               "running it uncompiled (pass longspec_compile=False to skip compiling).")
                 self.compiled = self.verify_compiled = False
                 self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
-                self._draft_sampled, self._try_children = self._draft_sampled_eager, try_children(False)
+                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False)
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)

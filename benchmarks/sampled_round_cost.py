@@ -1,0 +1,133 @@
+"""What a captured sampled round costs beside a greedy one, per form of the tree walk, in one run: each
+decoder's round captured as one CUDA graph and replayed at a fixed context, as generate() replays it.
+
+    PYTHONPATH=src python benchmarks/sampled_round_cost.py --out DIR [--length 8000] [--repeats 50]
+    PYTHONPATH=src python benchmarks/sampled_round_cost.py --out DIR --device cpu --length 600 --repeats 2  # smoke
+
+SmolLM2-135M's shape with random bf16 weights (a round's cost does not depend on its weights: every
+shape is static) and the shipped draft (its config: re-ranked leaves, the cross-attention window),
+compiled as generate() compiles on CUDA. Rounds:
+- greedy: the default tree and its 32-token lookup chain (a greedy call's round);
+- sampled (temperature 0.8, no chain, as a sampled call's round), with the walk compiled whole (the code
+  since the forty-sixth session), with each depth's tries compiled (the code before), and eager.
+Each also has its drafting and its verification forward captured alone, so the walk's share is
+(round - draft - verify); the walk is also timed alone on the round's own logits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers.generation.logits_process import TemperatureLogitsWarper
+
+from hf_longspec import LongSpecDraftModel
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.generation import TreeLayout
+from hf_longspec.generation.sampled_accept import DeviceWarpers, sampled_walk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_study import capture, cuda_time, filled_decoder, random_target  # noqa: E402
+from walk_bench import depthwise  # noqa: E402
+
+SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+               num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+               rope_theta=100000.0, rms_norm_eps=9.999999747378752e-06, tie_word_embeddings=True)
+DRAFT = Path(__file__).resolve().parents[1] / "model_cards" / "longspec-smollm2-135m-instruct"
+TEMPERATURE = 0.8
+
+
+def depthwise_walk(layout, tree, logits, warpers):
+    """The walk as the code ran it before the forty-sixth session: the warpers eager, each depth's tries compiled."""
+    return depthwise(layout, tree, warpers(None, logits.float()))
+
+
+def median_ms(fn, repeats: int, device) -> float:
+    return 1000 * statistics.median(cuda_time(capture(torch.no_grad()(fn), device), repeats, device))
+
+
+def round_costs(decoder, length: int, repeats: int, device, sampled: bool) -> dict:
+    """The round, its drafting and its verification forward, each captured alone, every replay at ``length``;
+    for a sampled round also its walk alone on the round's logits."""
+    def whole_round():
+        decoder.cache.lengths.fill_(length)
+        decoder.round()
+
+    draft = decoder._draft_sampled if sampled else decoder._draft_greedy
+    begin = time.perf_counter()
+    with torch.no_grad():
+        decoder.cache.lengths.fill_(length)
+        decoder._warm_up()  # compiles, as generate's first round does
+    result = {"warmup_s": time.perf_counter() - begin}
+    for name, fn in (("draft", draft), ("verify", decoder._verify), ("round", whole_round)):
+        decoder.cache.lengths.fill_(length)
+        result[f"{name}_ms"] = median_ms(fn, repeats, device)
+    if sampled:
+        decoder.cache.lengths.fill_(length)
+        with torch.no_grad():
+            logits = decoder._verify().clone()
+        result["walk_alone_ms"] = median_ms(
+            lambda: decoder._sample_accept(decoder.layout, decoder.tree, logits, decoder.warpers), repeats, device)
+    result["rest_ms"] = result["round_ms"] - result["draft_ms"] - result["verify_ms"]
+    decoder.cache.lengths.fill_(length)
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--length", type=int, default=8000)
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke run, eager and float32 (nothing compiles)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    target = random_target(SMOLLM2, device, dtype)
+    draft = LongSpecDraftModel.from_pretrained(str(DRAFT), dtype=dtype).to(device).eval().bind(target)
+    tree = TreeLayout(tuple(draft.config.tree_widths), rerank_leaves=draft.config.tree_rerank_leaves)
+    warpers = DeviceWarpers((TemperatureLogitsWarper(TEMPERATURE),))
+    variants = {  # name: (layout, sampled, the walk a sampled decoder runs)
+        "greedy (tree + 32-token chain)": (tree.with_lookup(draft.config.lookup_tokens), False, None),
+        "sampled, walk compiled whole": (tree, True, sampled_walk(cuda)),
+        "sampled, each depth's tries compiled": (tree, True, depthwise_walk if cuda else None),
+        "sampled, walk eager": (tree, True, sampled_walk(False)),
+    }
+    rows = []
+    for name, (layout, sampled, walk) in variants.items():
+        options = {"sampling": True, "warpers": warpers} if sampled else {}
+        decoder = filled_decoder(target, draft, layout, args.length, device, compile=cuda, **options)
+        if walk is not None:
+            decoder._sample_accept = walk
+        row = {"variant": name, "nodes": layout.num_nodes, **round_costs(decoder, args.length, args.repeats, device,
+                                                                          sampled)}
+        row["compiled"] = decoder.compiled  # False if compiling failed and the decoder fell back to eager
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del decoder
+        torch.cuda.empty_cache()
+    lines = [f"context {args.length}, SmolLM2 shape (random {dtype} weights), shipped draft config, median of "
+             f"{args.repeats} replays each", "",
+             "| round | nodes | round ms | draft ms | verify ms | rest (walk, commit) ms | walk alone ms | warm-up s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        walk_alone = f"{r['walk_alone_ms']:.3f}" if "walk_alone_ms" in r else "-"
+        lines.append(f"| {r['variant']} | {r['nodes']} | {r['round_ms']:.3f} | {r['draft_ms']:.3f} | "
+                     f"{r['verify_ms']:.3f} | {r['rest_ms']:.3f} | {walk_alone} | {r['warmup_s']:.1f} |")
+    print("\n".join(lines))
+    result = {"machine": machine_info(device), "length": args.length, "repeats": args.repeats, "rows": rows,
+              "temperature": TEMPERATURE, "tree_widths": list(tree.widths)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sampled_round_cost.json").write_text(json.dumps(result, indent=1))
+    (out / "sampled_round_cost.md").write_text("\n".join(lines) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
