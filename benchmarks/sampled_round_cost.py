@@ -29,11 +29,10 @@ from transformers.generation.logits_process import TemperatureLogitsWarper
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation import TreeLayout
-from hf_longspec.generation.sampled_accept import DeviceWarpers, sampled_walk
+from hf_longspec.generation.sampled_accept import DeviceWarpers, compiled_tries, sample_accept, sampled_walk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_study import capture, cuda_time, filled_decoder, random_target  # noqa: E402
-from walk_bench import depthwise  # noqa: E402
 
 SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
@@ -43,8 +42,8 @@ TEMPERATURE = 0.8
 
 
 def depthwise_walk(layout, tree, logits, warpers):
-    """The walk as the code ran it before the forty-sixth session: the warpers eager, each depth's tries compiled."""
-    return depthwise(layout, tree, warpers(None, logits.float()))
+    """The walk as the code ran it before the forty-sixth session: each depth's tries compiled, the rest eager."""
+    return sample_accept(layout, tree, logits, warpers, try_children=compiled_tries())
 
 
 def median_ms(fn, repeats: int, device) -> float:
@@ -94,9 +93,9 @@ def main(argv=None) -> dict:
     warpers = DeviceWarpers((TemperatureLogitsWarper(TEMPERATURE),))
     variants = {  # name: (layout, sampled, the walk a sampled decoder runs)
         "greedy (tree + 32-token chain)": (tree.with_lookup(draft.config.lookup_tokens), False, None),
-        "sampled, walk compiled whole": (tree, True, sampled_walk(cuda)),
+        "sampled, walk compiled whole": (tree, True, sampled_walk(cuda, tree)),
         "sampled, each depth's tries compiled": (tree, True, depthwise_walk if cuda else None),
-        "sampled, walk eager": (tree, True, sampled_walk(False)),
+        "sampled, walk eager": (tree, True, sampled_walk(False, tree)),
     }
     rows = []
     for name, (layout, sampled, walk) in variants.items():

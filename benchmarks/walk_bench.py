@@ -1,7 +1,7 @@
 """What the sampled round's tree walk costs on the device, alone: ``sample_accept`` captured as a CUDA
-graph and replayed, eager, with each depth's tries compiled (the code until the forty-sixth session) and
-compiled whole (``sampled_walk(True)``, the code since), next to ``greedy_accept`` (no model: random trees
-and scores of SmolLM2's vocabulary).
+graph and replayed, eager, with each depth's tries compiled (the code until the forty-sixth session, and since
+then with a lookup chain) and as a compiled round runs it (``sampled_walk(True, layout)``: compiled whole
+without a chain), next to ``greedy_accept`` (no model: random trees and scores of SmolLM2's vocabulary).
 
     PYTHONPATH=src python benchmarks/walk_bench.py --out DIR [--replays 200] [--rerank-leaves]
 
@@ -23,8 +23,7 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation.acceptance import greedy_accept
 from hf_longspec.generation.draft_tree import TreeBuffers, TreeLayout
-from hf_longspec.generation import sampled_accept
-from hf_longspec.generation.sampled_accept import sample_accept, sampled_walk
+from hf_longspec.generation.sampled_accept import compiled_tries, sample_accept, sampled_walk
 
 VOCAB = 49152  # SmolLM2
 
@@ -43,22 +42,6 @@ def random_tree(layout: TreeLayout, batch: int, device) -> tuple[TreeBuffers, to
         tree.parents[:, chain] = torch.cat([chain.new_zeros(1), chain[:-1]])
     tree.draft_probs.copy_(torch.softmax(torch.randn_like(tree.draft_probs), dim=-1))
     return tree, torch.randn(batch, layout.num_nodes, VOCAB, device=device)
-
-
-_depth_tries = None
-
-
-def depthwise(layout, tree, scores):
-    """The walk as the code ran it until the forty-sixth session: eager, each depth's tries one compiled
-    function (swapped into the module for this call only)."""
-    global _depth_tries
-    if _depth_tries is None:
-        _depth_tries = torch.compile(sampled_accept._try_children, dynamic=False)
-    eager_tries, sampled_accept._try_children = sampled_accept._try_children, _depth_tries
-    try:
-        return sample_accept(layout, tree, scores)
-    finally:
-        sampled_accept._try_children = eager_tries
 
 
 def time_graph(fn, replays: int) -> float:
@@ -98,9 +81,10 @@ def main(argv=None) -> dict:
         tree, scores = random_tree(layout, 1, device)
         variants = {
             "greedy_accept": lambda: greedy_accept(layout, tree, scores),
-            "sample_accept eager": lambda: sampled_walk(False)(layout, tree, scores),
-            "sample_accept, each depth's tries compiled": lambda: depthwise(layout, tree, scores),
-            "sample_accept compiled whole": lambda: sampled_walk(True)(layout, tree, scores),
+            "sample_accept eager": lambda: sample_accept(layout, tree, scores),
+            "sample_accept, each depth's tries compiled": lambda: sample_accept(layout, tree, scores,
+                                                                                 try_children=compiled_tries()),
+            "sample_accept as the round compiles it": lambda: sampled_walk(True, layout)(layout, tree, scores),
         }
         for name, fn in variants.items():
             begin = time.perf_counter()

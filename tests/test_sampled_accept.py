@@ -13,6 +13,8 @@ walk's order on trees built by hand (the draft's children first, then the chain,
 while they agree).
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -121,15 +123,29 @@ def test_the_device_walk_emits_the_target_law_through_tree_and_chain():
         assert all(tree.parents[row, b].item() == a for a, b in zip(nodes, nodes[1:]))
 
 
+def _without_chain(layout, tree, scores):
+    """The same trees and scores without the lookup chain's nodes (the last ``layout.lookup``): a sampled call's default."""
+    kept, plain = layout.lookup_offset, replace(layout, lookup=0)
+    bare = TreeBuffers.allocate(plain, tree.tokens.shape[0], tree.tokens.device, VOCAB, keep_probs=True)
+    for name in ("tokens", "parents", "valid", "depths"):
+        getattr(bare, name).copy_(getattr(tree, name)[:, :kept])
+    bare.draft_probs.copy_(tree.draft_probs)
+    return plain, bare, scores[:, :kept].contiguous()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("chain", [True, False])
 @pytest.mark.parametrize("reranked", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked):
-    """Captured as a CUDA graph (as the round is; compiled as on CUDA by default), each replay draws
-    new uniforms: two replays differ, and each follows the target's law (re-ranked leaves too)."""
+def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked, chain):
+    """Captured as a CUDA graph (as the round is; compiled as on CUDA by default: whole without a chain, each
+    depth's tries with one), each replay draws new uniforms: two replays differ, and each follows the target's
+    law (re-ranked leaves too)."""
     layout = RERANKED if reranked else LAYOUT
     tree, scores = (_reranked_trees if reranked else _random_trees)(200_000, device="cuda")
-    walk = sampled_walk(compiled)
+    if not chain:
+        layout, tree, scores = _without_chain(layout, tree, scores)
+    walk = sampled_walk(compiled, layout)
     torch.manual_seed(0)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -149,26 +165,51 @@ def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked)
 
 
 def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_one(monkeypatch):
-    """On CUDA the sampled round's walk is compiled whole (``sampled_walk(True)``): one graph, the warpers in
-    it, so that its few hundred small ops fuse. A graph break would leave pieces eager inside the captured
-    round, and a host sync would break capture. Traced here with dynamo's aot_eager backend (the CPU's
-    inductor does not build), the compiled wrapper walks exactly as the eager walk on the same randoms."""
+    """On CUDA a sampled round without a lookup chain compiles its walk whole (``sampled_walk(True, layout)``):
+    one graph, the warpers in it, so that its few hundred small ops fuse. A graph break would leave pieces eager
+    inside the captured round, and a host sync would break capture. Traced here with dynamo's aot_eager backend
+    (the CPU's inductor does not build), the compiled wrapper walks exactly as the eager walk on the same randoms."""
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
-    tree, scores = _reranked_trees(2000)
+    layout, tree, scores = _without_chain(RERANKED, *_reranked_trees(2000))
     warpers = DeviceWarpers((TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)))
-    slots = sampled_accept.child_slot_ids(RERANKED, scores.device)
-    explained = torch._dynamo.explain(sample_accept)(RERANKED, tree, scores, warpers, CHILDREN_TRIED, slots)
+    slots = sampled_accept.child_slot_ids(layout, scores.device)
+    explained = torch._dynamo.explain(sample_accept)(layout, tree, scores, warpers, CHILDREN_TRIED, slots)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     monkeypatch.setattr(sampled_accept, "_compiled_walk",
                         torch.compile(sample_accept, backend="aot_eager", fullgraph=True))
     torch.manual_seed(7)
-    compiled = sampled_walk(True)(RERANKED, tree, scores, warpers)
+    compiled = sampled_walk(True, layout)(layout, tree, scores, warpers)
     torch.manual_seed(7)
-    eager = sampled_walk(False)(RERANKED, tree, scores, warpers)
+    eager = sampled_walk(False, layout)(layout, tree, scores, warpers)
     for name in ("path_nodes", "accepted", "emitted", "non_chain"):
         assert torch.equal(getattr(compiled, name), getattr(eager, name)), name
     assert compiled.accepted.float().mean() > 1.5  # the walk accepted children, not only bonus tokens
+
+
+def test_a_walk_beside_a_chain_compiles_each_depth_s_tries_not_the_whole_walk(monkeypatch):
+    """Beside a lookup chain the whole walk unrolls one step per chain token (33 beside a 32-token chain), and an
+    H100 was still compiling it after five minutes (forty-sixth session): with a chain the compiled round compiles
+    each depth's tries alone, and walks as the eager walk."""
+    compiled_functions = []
+
+    def recording_compile(fn, **options):  # records what is compiled; runs it eagerly (the CPU's inductor fails)
+        compiled_functions.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    monkeypatch.setattr(sampled_accept, "_compiled_walk", None)
+    monkeypatch.setattr(sampled_accept, "_compiled_tries", None)
+    tree, scores = _reranked_trees(2000)
+    torch.manual_seed(5)
+    beside_chain = sampled_walk(True, RERANKED)(RERANKED, tree, scores)
+    assert sample_accept not in compiled_functions and compiled_functions, compiled_functions
+    torch.manual_seed(5)
+    eager = sample_accept(RERANKED, tree, scores)
+    assert torch.equal(beside_chain.emitted, eager.emitted) and torch.equal(beside_chain.accepted, eager.accepted)
+    assert beside_chain.lookup.any()  # rounds that kept the chain's path: the chain was walked
+    sampled_walk(True, replace(RERANKED, lookup=0))
+    assert sample_accept in compiled_functions  # without a chain, the whole walk
 
 
 def test_the_host_walk_emits_the_same_law():

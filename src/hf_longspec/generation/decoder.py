@@ -103,7 +103,7 @@ class LongSpecDecoder:
         self._verify = torch.compile(self._verify_forward) if self.verify_compiled else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
         self._draft_sampled = torch.compile(self._draft_sampled_eager) if compile else self._draft_sampled_eager
-        self._sample_accept = sampled_walk(compile)  # the sampled tree walk, fused whole when compiling
+        self._sample_accept = sampled_walk(compile, layout)  # the sampled tree walk, fused when compiling
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
@@ -272,7 +272,7 @@ class LongSpecDecoder:
                               "running it uncompiled (pass longspec_compile=False to skip compiling).")
                 self.compiled = self.verify_compiled = False
                 self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
-                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False)
+                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False, self.layout)
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)

@@ -82,18 +82,24 @@ def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
     return p, token, taken
 
 
-def sampled_walk(compiled: bool):
-    """``sample_accept``, compiled whole where the round is (one compiled function for every decoder: dynamo's
-    cache lives on it). Compiled, the walk's few hundred small ops outside its tries (the node's rows of p and
-    q, which slots hold its children, the move down, the bonus draw) fuse with the tries into a few kernels;
-    eager inside a captured round, each is a kernel of its own (on an H100 at 8k the walk took 0.56 ms against
-    1.03 ms with each depth's tries compiled alone, and a round 4.26 against 4.69 ms: forty-sixth session, at
-    the price of about 20 s more compiling in a first sampled call). Its random draws are the compiled code's,
-    fresh on every replay of a captured round, as the drafting's compiled Gumbel draws are. The slots are
-    looked up outside the compiled code (a host list copied to the device must not be traced)."""
+def sampled_walk(compiled: bool, layout: TreeLayout):
+    """The sampled round's walk for ``layout``: ``sample_accept``, compiled whole where the round is compiled, if the
+    layout has no lookup chain (a sampled call's default). One compiled function for every decoder (dynamo's cache
+    lives on it). Compiled, the walk's few hundred small ops outside its tries (the node's rows of p and q, which
+    slots hold its children, the move down, the bonus draw) fuse with the tries into a few kernels; eager inside a
+    captured round, each is a kernel of its own (on an H100 at 8k the walk took 0.56 ms against 1.03 ms with each
+    depth's tries compiled alone, and a round 4.26 against 4.69 ms: forty-sixth session, at the price of about 20 s
+    more compiling in a first sampled call). Its random draws are the compiled code's, fresh on every replay of a
+    captured round, as the drafting's compiled Gumbel draws are. The slots are looked up outside the compiled code
+    (a host list copied to the device must not be traced).
+
+    With a chain (asked for by ``longspec_lookup_tokens``), only each depth's tries are compiled: beside a
+    32-token chain the whole walk unrolls to 33 steps, and an H100 was still compiling it after five minutes."""
     global _compiled_walk
     if not compiled:
         return sample_accept
+    if layout.lookup:
+        return functools.partial(sample_accept, try_children=compiled_tries())
     if _compiled_walk is None:
         _compiled_walk = torch.compile(sample_accept)
 
@@ -104,7 +110,17 @@ def sampled_walk(compiled: bool):
     return walk
 
 
+def compiled_tries():
+    """``_try_children`` compiled alone (one wrapper for every decoder; it compiles once per count of children
+    tried): the walk's tries where the walk is not compiled whole."""
+    global _compiled_tries
+    if _compiled_tries is None:
+        _compiled_tries = torch.compile(_try_children, dynamic=False)
+    return _compiled_tries
+
+
 _compiled_walk = None
+_compiled_tries = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -125,11 +141,12 @@ def _first_children(slots: torch.Tensor, is_child: torch.Tensor, count: int) -> 
 
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
                   warpers: DeviceWarpers | None = None, children_tried: int = CHILDREN_TRIED,
-                  child_slots: tuple[torch.Tensor, ...] | None = None) -> AcceptedPaths:
+                  child_slots: tuple[torch.Tensor, ...] | None = None, try_children=_try_children) -> AcceptedPaths:
     """target_scores: (B, N, V) target scores per node, processed by ``warpers`` first if given (so that compiled,
     they fuse with the walk); ``tree.draft_probs`` holds q. Device ops only. ``children_tried``: a node's first
     draws tried at most (rejection.CHILDREN_TRIED). ``child_slots``: ``child_slot_ids(layout, device)``, passed by
-    the compiled walk (None: looked up here)."""
+    the compiled walk (None: looked up here). ``try_children``: one depth's tries (``compiled_tries()`` where the
+    walk is not compiled whole)."""
     batch, _, vocab = target_scores.shape
     device = target_scores.device
     rows = torch.arange(batch, device=device)
@@ -138,7 +155,8 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
     probs = torch.softmax(target_scores.float(), dim=-1)
     length = layout.path_length
     draft_uniforms = torch.rand(batch, sum(layout.widths), device=device)  # one per draft node (tried once at most)
-    chain_uniforms = torch.rand(batch, max(layout.lookup, 1), device=device)
+    # drawn only beside a chain: unread uniforms would be dropped by a compiled walk, not by an eager one
+    chain_uniforms = torch.rand(batch, layout.lookup, device=device) if layout.lookup else None
     node = torch.zeros(batch, dtype=torch.long, device=device)  # the draft side's node
     twin = torch.zeros_like(node)  # the chain side's node (the root, then chain nodes)
     on_draft = torch.ones(batch, dtype=torch.bool, device=device)
@@ -159,9 +177,9 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
             is_child = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None])  # (B, S), read again below
             tried = _first_children(slots, is_child, min(children_tried, slots.shape[0]))  # (B, tried)
             q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]  # a leaf's: unread (it has no children)
-            p, token, taken = _try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
-                                            tree.valid.gather(1, tried), node, walking & on_draft,
-                                            draft_uniforms.gather(1, tried - 1))
+            p, token, taken = try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
+                                           tree.valid.gather(1, tried), node, walking & on_draft,
+                                           draft_uniforms.gather(1, tried - 1))
         if step < layout.lookup:
             chain_slot = layout.lookup_offset + step
             offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
