@@ -94,7 +94,8 @@ def sampled_walk(compiled: bool, layout: TreeLayout):
     (a host list copied to the device must not be traced).
 
     With a chain (asked for by ``longspec_lookup_tokens``), only each depth's tries are compiled: beside a
-    32-token chain the whole walk unrolls to 33 steps, and an H100 was still compiling it after five minutes."""
+    32-token chain the whole walk unrolls to 33 steps, and on an H100 its first call had not finished compiling after
+    about five minutes (forty-sixth session)."""
     global _compiled_walk
     if not compiled:
         return sample_accept
