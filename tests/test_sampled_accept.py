@@ -213,6 +213,38 @@ def test_a_walk_beside_a_chain_compiles_each_depth_s_tries_not_the_whole_walk(mo
     assert sample_accept in compiled_functions  # without a chain, the whole walk
 
 
+@pytest.mark.parametrize("widths, lookup, reranked", [((2, 3), 6, False), ((1, 1, 3), 5, True),
+                                                   ((4, 16, 16, 16, 16), 32, True), ((), 4, False)])
+def test_the_chain_s_steps_past_the_tree_walked_at_once_equal_the_step_by_step_walk(widths, lookup, reranked):
+    """Past the tree's depth only the chain walks, and its steps are taken at once (``_chain_tail``): on the same
+    randoms every row keeps the same nodes, emits the same tokens and takes the same bonus as stepping one token at
+    a time, whether it stops inside the tree, at the tree's depth, in the chain (a valid token rejected, or an
+    invalid one) or past its last node. The target favours the chain's tokens, so that many rows walk it deep."""
+    rows, vocab = 4000, 50
+    layout = TreeLayout(widths, lookup, rerank_leaves=reranked)
+    g = torch.Generator().manual_seed(11)
+    tree = TreeBuffers.allocate(layout, rows, "cpu", vocab, keep_probs=True)
+    tree.tokens.copy_(torch.randint(0, vocab, tree.tokens.shape, generator=g))
+    tree.valid.fill_(True)
+    for depth in range(1, layout.depth + 1):  # each depth under the previous depth's first node
+        tree.parents[:, layout.offsets[depth]:layout.offsets[depth] + widths[depth - 1]] = layout.offsets[depth - 1]
+    chain = torch.arange(layout.lookup_offset, layout.num_nodes)
+    tree.parents[:, chain] = torch.cat([chain.new_zeros(1), chain[:-1]])
+    tree.valid[:, chain[-1]] = torch.rand(rows, generator=g) > 0.3  # some rows' last chain token is invalid
+    tree.draft_probs.copy_(torch.softmax(torch.randn(tree.draft_probs.shape, generator=g), dim=-1))
+    scores = torch.randn(rows, layout.num_nodes, vocab, generator=g)
+    for step, node in enumerate(chain):  # the chain's token gets most of its predecessor's p
+        scores[torch.arange(rows), 0 if step == 0 else node - 1, tree.tokens[:, node]] += 7.0
+    torch.manual_seed(1)
+    at_once = sample_accept(layout, tree, scores)
+    torch.manual_seed(1)
+    step_by_step = sample_accept(layout, tree, scores, chain_tail_at_once=False)
+    for name in ("path_nodes", "accepted", "emitted", "non_chain", "lookup"):
+        assert torch.equal(getattr(at_once, name), getattr(step_by_step, name)), name
+    past_the_tree = at_once.accepted > layout.depth + 1
+    assert past_the_tree.float().mean() > 0.3 and (at_once.accepted == layout.path_length + 1).any()
+
+
 def test_the_host_walk_emits_the_same_law():
     rows = 12_000
     tree, scores = _random_trees(rows, seed=2)

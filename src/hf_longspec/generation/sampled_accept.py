@@ -140,14 +140,40 @@ def _first_children(slots: torch.Tensor, is_child: torch.Tensor, count: int) -> 
     return slots[order.topk(count, dim=1, largest=False).indices]
 
 
+def _chain_tail(layout: TreeLayout, tree: TreeBuffers, probs, p_first, offered, uniforms, residual, walking):
+    """The chain's steps past the tree's depth, at once. There only the chain walks, and each step tries one token
+    against a fresh node's p (the previous chain node's; at the tree's depth ``p_first``): step j is taken where
+    every step before it was and ``uniforms[:, depth + j] < p_j(token_j)``. So the steps taken are a prefix, and a
+    row stops at its first untaken step, whose p loses that token (``try_chain_token``, as step by step), or past
+    the chain's last node, with that node's p. ``offered``: (B,) rows walking on the chain at the tree's depth.
+    Returns (steps taken (B,), which steps were (B, n), each row's residual (the given one where not walking))."""
+    first, last = layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup
+    tokens, valid = tree.tokens[:, first:last], tree.valid[:, first:last]  # (B, n): the tail's tries
+    # p(token) at each tail step: step 0 at the tree's depth (p_first), step j > 0 at the chain node of step j - 1
+    p_token = torch.cat([p_first.gather(1, tokens[:, :1]),
+                         probs[:, first:last - 1].gather(2, tokens[:, 1:, None])[..., 0]], dim=1)
+    taken = valid & (uniforms[:, layout.depth:] < p_token) & offered[:, None]
+    kept = taken.long().cumprod(dim=1).bool()  # a prefix: the steps before the first untaken one
+    accepted = kept.sum(dim=1)  # (B,) steps taken; the row stops at step ``accepted``
+    rows = torch.arange(tokens.shape[0], device=tokens.device)
+    p_at_stop = torch.where((accepted == 0)[:, None], p_first, probs[rows, first + (accepted - 1).clamp(min=0)])
+    stop = accepted.clamp(max=tokens.shape[1] - 1)  # the untaken step's try (unread where every step was taken)
+    tried = offered & valid[rows, stop] & (accepted < tokens.shape[1])
+    p_stop, _ = try_chain_token(p_at_stop, tokens[rows, stop], tried, uniforms[rows, layout.depth + stop])
+    return accepted, kept, torch.where(walking[:, None], p_stop, residual)
+
+
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
                   warpers: DeviceWarpers | None = None, children_tried: int = CHILDREN_TRIED,
-                  child_slots: tuple[torch.Tensor, ...] | None = None, try_children=_try_children) -> AcceptedPaths:
+                  child_slots: tuple[torch.Tensor, ...] | None = None, try_children=_try_children,
+                  chain_tail_at_once: bool = True) -> AcceptedPaths:
     """target_scores: (B, N, V) target scores per node, processed by ``warpers`` first if given (so that compiled,
     they fuse with the walk); ``tree.draft_probs`` holds q. Device ops only. ``children_tried``: a node's first
     draws tried at most (rejection.CHILDREN_TRIED). ``child_slots``: ``child_slot_ids(layout, device)``, passed by
     the compiled walk (None: looked up here). ``try_children``: one depth's tries (``compiled_tries()`` where the
-    walk is not compiled whole)."""
+    walk is not compiled whole). ``chain_tail_at_once``: a chain's steps past the tree's depth walked at once
+    (``_chain_tail``); False walks them one at a time, as the walk did before (kept for the test that holds the
+    two equal)."""
     batch, _, vocab = target_scores.shape
     device = target_scores.device
     rows = torch.arange(batch, device=device)
@@ -169,7 +195,8 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
     count = torch.zeros_like(node)  # tokens emitted = nodes kept (the root included)
     residual = torch.zeros(batch, vocab, dtype=torch.float32, device=device)  # where each row stopped
     child_slots = child_slot_ids(layout, device) if child_slots is None else child_slots
-    for step in range(length + 1):
+    tail = chain_tail_at_once and layout.lookup > layout.depth  # past the tree only the chain walks
+    for step in range(layout.depth if tail else length + 1):
         p = probs[rows, torch.where(on_draft, node, twin)]
         taken = torch.zeros_like(walking)
         token = torch.zeros_like(node)
@@ -209,6 +236,18 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         on_draft = torch.where(taken, stays, on_draft)
         on_chain = torch.where(taken, chain_stays, on_chain)
         walking = walking & taken
+    if tail:
+        p = probs[rows, torch.where(on_draft, node, twin)]  # at the tree's depth: a leaf's or the chain's node
+        accepted, kept, residual = _chain_tail(layout, tree, probs, p, walking & on_chain, chain_uniforms, residual,
+                                               walking)
+        steps = slice(layout.depth, layout.lookup)
+        emitted[:, steps] = torch.where(kept, tree.tokens[:, layout.lookup_offset + layout.depth:
+                                                          layout.lookup_offset + layout.lookup], 0)
+        chain_path[:, layout.depth + 1:] = torch.where(
+            kept, torch.arange(layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup, device=device),
+            0)
+        count = count + walking.long() * (1 + accepted)
+        on_draft = on_draft & ~kept[:, 0]  # a chain token taken at the tree's depth: the draft's side ends there
     bonus = draw(residual)  # the bonus token, from each row's residual
     emitted.scatter_(1, (count - 1)[:, None], bonus[:, None])
     # a side that held every accepted token: the draft's where it did, else the chain's
