@@ -189,9 +189,10 @@ def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_
 
 
 def test_a_walk_beside_a_chain_compiles_each_depth_s_tries_not_the_whole_walk(monkeypatch):
-    """Beside a lookup chain the whole walk unrolls one step per chain token (33 beside a 32-token chain), and on an
-    H100 its first call had not finished compiling after about five minutes (forty-sixth session): with a chain the
-    compiled round compiles each depth's tries alone, and walks as the eager walk."""
+    """Stepping through a 32-token chain, the whole walk unrolled to 33 steps, and on an H100 its first call had not
+    finished compiling after about five minutes (forty-sixth session): with a chain the compiled round compiles each
+    depth's tries alone (until a GPU times the whole walk with the chain's tail taken at once), and walks as the
+    eager walk."""
     compiled_functions = []
 
     def recording_compile(fn, **options):  # records what is compiled; runs it eagerly (compiling takes minutes here)

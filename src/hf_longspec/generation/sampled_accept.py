@@ -93,9 +93,10 @@ def sampled_walk(compiled: bool, layout: TreeLayout):
     captured round, as the drafting's compiled Gumbel draws are. The slots are looked up outside the compiled code
     (a host list copied to the device must not be traced).
 
-    With a chain (asked for by ``longspec_lookup_tokens``), only each depth's tries are compiled: beside a
-    32-token chain the whole walk unrolls to 33 steps, and on an H100 its first call had not finished compiling after
-    about five minutes (forty-sixth session)."""
+    With a chain (asked for by ``longspec_lookup_tokens``), only each depth's tries are compiled. Stepping through a
+    32-token chain one token at a time, the whole walk unrolled to 33 steps, and on an H100 its first call had not
+    finished compiling after about five minutes (forty-sixth session). The chain's steps past the tree are now taken
+    at once (``_chain_tail``), and so compiled the walk took 39 s on the CPU; the GPU has not timed it yet."""
     global _compiled_walk
     if not compiled:
         return sample_accept
