@@ -238,16 +238,13 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         on_chain = torch.where(taken, chain_stays, on_chain)
         walking = walking & taken
     if tail:
+        first, last = layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup  # the tail's nodes
         p = probs[rows, torch.where(on_draft, node, twin)]  # at the tree's depth: a leaf's or the chain's node
         accepted, kept, residual = _chain_tail(layout, tree, probs, p, walking & on_chain, chain_uniforms, residual,
                                                walking)
-        steps = slice(layout.depth, layout.lookup)
-        emitted[:, steps] = torch.where(kept, tree.tokens[:, layout.lookup_offset + layout.depth:
-                                                          layout.lookup_offset + layout.lookup], 0)
-        chain_path[:, layout.depth + 1:] = torch.where(
-            kept, torch.arange(layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup, device=device),
-            0)
-        count = count + walking.long() * (1 + accepted)
+        emitted[:, layout.depth:layout.lookup] = torch.where(kept, tree.tokens[:, first:last], 0)
+        chain_path[:, layout.depth + 1:] = torch.where(kept, torch.arange(first, last, device=device), 0)
+        count = count + walking.long() * (1 + accepted)  # the steps taken, and the one it stopped at
         on_draft = on_draft & ~kept[:, 0]  # a chain token taken at the tree's depth: the draft's side ends there
     bonus = draw(residual)  # the bonus token, from each row's residual
     emitted.scatter_(1, (count - 1)[:, None], bonus[:, None])
