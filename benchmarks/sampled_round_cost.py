@@ -9,7 +9,9 @@ shape is static) and the shipped draft (its config: re-ranked leaves, the cross-
 compiled as generate() compiles on CUDA. Rounds:
 - greedy: the default tree and its 32-token lookup chain (a greedy call's round);
 - sampled (temperature 0.8, no chain, as a sampled call's round), with the walk compiled whole (the code
-  since the forty-sixth session), with each depth's tries compiled (the code before), and eager.
+  since the forty-sixth session), with each depth's tries compiled (the code before), and eager;
+- sampled beside the 32-token chain (asked for by longspec_lookup_tokens): each depth's tries compiled (the
+  round's code there) and the walk compiled whole (``compiled_whole_walk``: the code if that guard came off).
 Each also has its drafting and its verification forward captured alone, so the walk's share is
 (round - draft - verify); the walk is also timed alone on the round's own logits.
 """
@@ -29,7 +31,8 @@ from transformers.generation.logits_process import TemperatureLogitsWarper
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation import TreeLayout
-from hf_longspec.generation.sampled_accept import DeviceWarpers, compiled_tries, sample_accept, sampled_walk
+from hf_longspec.generation.sampled_accept import (DeviceWarpers, compiled_tries, compiled_whole_walk, sample_accept,
+                                                   sampled_walk)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_study import capture, cuda_time, filled_decoder, random_target  # noqa: E402
@@ -91,11 +94,14 @@ def main(argv=None) -> dict:
     draft = LongSpecDraftModel.from_pretrained(str(DRAFT), dtype=dtype).to(device).eval().bind(target)
     tree = TreeLayout(tuple(draft.config.tree_widths), rerank_leaves=draft.config.tree_rerank_leaves)
     warpers = DeviceWarpers((TemperatureLogitsWarper(TEMPERATURE),))
+    chained = tree.with_lookup(draft.config.lookup_tokens)
     variants = {  # name: (layout, sampled, the walk a sampled decoder runs)
-        "greedy (tree + 32-token chain)": (tree.with_lookup(draft.config.lookup_tokens), False, None),
+        "greedy (tree + 32-token chain)": (chained, False, None),
         "sampled, walk compiled whole": (tree, True, sampled_walk(cuda, tree)),
         "sampled, each depth's tries compiled": (tree, True, depthwise_walk if cuda else None),
         "sampled, walk eager": (tree, True, sampled_walk(False, tree)),
+        "sampled + 32-token chain, each depth's tries compiled": (chained, True, sampled_walk(cuda, chained)),
+        "sampled + 32-token chain, walk compiled whole": (chained, True, compiled_whole_walk() if cuda else None),
     }
     rows = []
     for name, (layout, sampled, walk) in variants.items():

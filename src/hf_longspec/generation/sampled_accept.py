@@ -97,11 +97,17 @@ def sampled_walk(compiled: bool, layout: TreeLayout):
     32-token chain one token at a time, the whole walk unrolled to 33 steps, and on an H100 its first call had not
     finished compiling after about five minutes (forty-sixth session). The chain's steps past the tree are now taken
     at once (``_chain_tail``), and so compiled the walk took 39 s on the CPU; the GPU has not timed it yet."""
-    global _compiled_walk
     if not compiled:
         return sample_accept
     if layout.lookup:
         return functools.partial(sample_accept, try_children=compiled_tries())
+    return compiled_whole_walk()
+
+
+def compiled_whole_walk():
+    """``sample_accept`` compiled whole (one compiled function for every decoder), with the slots looked up
+    outside it: what ``sampled_walk`` gives a compiled round without a chain, and what a benchmark times beside one."""
+    global _compiled_walk
     if _compiled_walk is None:
         _compiled_walk = torch.compile(sample_accept)
 
