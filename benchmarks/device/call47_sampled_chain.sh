@@ -2,17 +2,19 @@
 # Does a lookup chain pay in sampled calls on the GPU (issue 12; the forty-seventh session's plan)? On the CPU a
 # 32-token chain raised sampled tau from 2.58 to 3.41 (forty-sixth session); a sampled call has no chain by
 # default because its rounds cost more with one. Two parts, each one device call:
-#   PART=round (no carry, no model; ~5 min): the captured round part by part, sampled with and without the chain,
-#     the chain's walk with each depth's tries compiled (the code) and compiled whole (the guard lifted), and the
-#     walk alone beside a 32-token chain.
+#   PART=round (no carry, no model; ~8 min): the captured round part by part, sampled with and without the chain,
+#     the chain's walk with each depth's tries compiled (the code) and compiled whole (the guard lifted), and
+#     greedy and sampled rounds with their walk and commit compiled too (both eager in the round today).
 #   PART=end (after parking a, a2..a5; carry [".carry/b"]): the CUDA sampling tests, then end to end against vanilla
 #     static sampled (compiled, same run) with the guard lifted for the chain (benchmarks/whole_walk_beside_chain.py).
 set -u
 START=$SECONDS
 case "${PART:-round}" in
   round)
-    PYTHONPATH=src timeout -k 5 330 python benchmarks/sampled_round_cost.py --out "$OUT/rc" --length 8000 --repeats 50
-    PYTHONPATH=src timeout -k 5 200 python benchmarks/walk_bench.py --out "$OUT/walk" --rerank-leaves --lookups 32
+    PYTHONPATH=src timeout -k 5 560 python benchmarks/sampled_round_cost.py --out "$OUT/rc" --length 8000 --repeats 50 \
+      --variants "greedy (tree + 32-token chain)" "greedy, walk and commit compiled" "sampled, walk compiled whole" \
+      "sampled, walk whole and commit compiled" "sampled + 32-token chain, each depth's tries compiled" \
+      "sampled + 32-token chain, walk compiled whole" "sampled + 32-token chain, walk whole and commit compiled"
     ;;
   end)
     source benchmarks/device/setup_model.sh || exit $?
