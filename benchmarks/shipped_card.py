@@ -92,7 +92,11 @@ NOTES = [
     "(the draft before it: 12.65 and 3.32; paired alone +0.28 +- 0.09, better on 13, worse on 4). One English "
     "essay that no training source reads (TPJ13, shipped with Perl), 9 prompts: 4.30 with the chain, 2.70 without "
     "(before: 4.24 and 2.57); on the CPU in float32 with 64 new tokens, 3.57 and 2.36, and with 128 "
-    "(2026-12-04, thirtieth session) 4.50 and 2.62.",
+    "(2026-12-04, thirtieth session) 4.50 and 2.62. This draft with its config on the CPU in float32 (2026-12-06, "
+    "forty-seventh session; benchmarks/tau_curve.py --lengths 2048 4096 8000 --new-tokens 128 --lookup-tokens 32|0, "
+    "the essay's 9 prompts and 18 of this machine's non-English ones, docs/training.md): the essay 4.57 with the "
+    "chain, 2.72 without (the draft before it: 4.50 and 2.68, paired +0.075 +- 0.036 and +0.038 +- 0.041); "
+    "non-English 16.99 and 4.16; the tokens of 6 of those prompts equal vanilla greedy generate's.",
     "The cross-attention window is on by default since this draft (its config's cross_attention_window: 2048; "
     "generate(..., longspec_cross_attention_window=0) reads every entry, another W reads W): the draft reads the "
     "target cache's 4 first entries and its newest 2048, as many as it read in training, and its last training "
