@@ -34,7 +34,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - longspec_draft_NAME: with ``--drafts NAME=FOLDER ...``, another trained draft (its own config's tree and
   chain), so that a new draft and the one shipped before it are timed in one run, prompt by prompt
   (the float32 check runs the shipped draft only).
-- vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup32: the
+- vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup16 (the CPU
+  round's chain length), longspec_sampled_lookup32: the
   same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
   with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,
   so longspec_sampled and longspec_sampled_lookup0 are the same call; lookup32 asks for the chain
@@ -81,13 +82,15 @@ METHODS = {
     "longspec_sampled": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE},
     "longspec_sampled_lookup0": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                  "longspec_lookup_tokens": 0},
+    "longspec_sampled_lookup16": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
+                                  "longspec_lookup_tokens": 16},
     "longspec_sampled_lookup32": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                   "longspec_lookup_tokens": 32},
     "longspec_sampled_unranked": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                   "longspec_rerank_leaves": False},
 }
-SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup32",
-           "longspec_sampled_unranked")
+SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup16",
+           "longspec_sampled_lookup32", "longspec_sampled_unranked")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_chains", "longspec_sampled",
             "longspec_draft_", "longspec_rerank")  # rows of the second table
