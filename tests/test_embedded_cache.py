@@ -48,3 +48,20 @@ def test_the_converted_folder_loads_what_the_gguf_loads(embedded, tmp_path, monk
     assert [p.name for p in tmp_path.iterdir()] == [folder.name]
     monkeypatch.setenv("HF_LONGSPEC_CACHE", "off")
     assert loading.converted_cache_root() is None and loading.converted_embedded_folder() is None
+
+
+def test_the_converted_folder_is_named_by_the_gguf_s_bytes_not_its_file_time(tmp_path):
+    """A reinstall writes the same GGUF with a new modification time: it must find the folder converted before, not
+    convert 0.5 GB again beside it. Other bytes (another release of the same size) must get a folder of their own."""
+    import os
+
+    gguf = tmp_path / loading.EMBEDDED_GGUF
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    first = loading.converted_folder(tmp_path / "cache", gguf)
+    os.utime(gguf, ns=(gguf.stat().st_atime_ns, gguf.stat().st_mtime_ns + 10**12))  # "reinstalled" later
+    assert loading.converted_folder(tmp_path / "cache", gguf) == first
+    changed = bytearray(gguf.read_bytes())
+    changed[100] ^= 1
+    gguf.write_bytes(bytes(changed))
+    assert loading.converted_folder(tmp_path / "cache", gguf) != first
+    assert first.parent == tmp_path / "cache" and first.name.startswith(gguf.stem)
