@@ -116,7 +116,7 @@ def main(argv=None) -> dict:
     unknown = set(args.variants or ()) - set(variants)
     if unknown:
         raise SystemExit(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
-    rows = []
+    rows, result = [], {}
     for name, (layout, sampled, walk, compile_rest) in variants.items():
         if args.variants and name not in args.variants:
             continue
@@ -127,22 +127,33 @@ def main(argv=None) -> dict:
         if compile_rest and cuda:  # what the round would run if it compiled its walk and its commit
             decoder._greedy_accept = torch.compile(greedy_accept)
             decoder._keep_paths = torch.compile(decoder._keep_paths)
-        row = {"variant": name, "nodes": layout.num_nodes, **round_costs(decoder, args.length, args.repeats, device,
-                                                                          sampled)}
-        row["compiled"] = decoder.compiled  # False if compiling failed and the decoder fell back to eager
+        try:
+            row = {"variant": name, "nodes": layout.num_nodes,
+                   **round_costs(decoder, args.length, args.repeats, device, sampled)}
+            row["compiled"] = decoder.compiled  # False if compiling failed and the decoder fell back to eager
+        except Exception as error:  # noqa: BLE001 - a variant that cannot run is a finding; the others still run
+            row = {"variant": name, "nodes": layout.num_nodes, "error": f"{type(error).__name__}: {error}"[:2000]}
         rows.append(row)
         print(json.dumps(row), flush=True)
         del decoder
         torch.cuda.empty_cache()
+        result = write_results(args, device, dtype, tree, rows)  # after each variant: a cut run keeps what it timed
+    print((Path(args.out) / "sampled_round_cost.md").read_text())
+    return result
+
+
+def write_results(args, device, dtype, tree, rows) -> dict:
     lines = [f"context {args.length}, SmolLM2 shape (random {dtype} weights), shipped draft config, median of "
              f"{args.repeats} replays each", "",
              "| round | nodes | round ms | draft ms | verify ms | rest (walk, commit) ms | walk alone ms | warm-up s |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | {r['nodes']} | failed: {r['error'][:200]} | | | | | |")
+            continue
         walk_alone = f"{r['walk_alone_ms']:.3f}" if "walk_alone_ms" in r else "-"
         lines.append(f"| {r['variant']} | {r['nodes']} | {r['round_ms']:.3f} | {r['draft_ms']:.3f} | "
                      f"{r['verify_ms']:.3f} | {r['rest_ms']:.3f} | {walk_alone} | {r['warmup_s']:.1f} |")
-    print("\n".join(lines))
     result = {"machine": machine_info(device), "length": args.length, "repeats": args.repeats, "rows": rows,
               "temperature": TEMPERATURE, "tree_widths": list(tree.widths)}
     out = Path(args.out)
