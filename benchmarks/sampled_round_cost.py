@@ -126,7 +126,7 @@ def main(argv=None) -> dict:
             decoder._sample_accept = walk
         if compile_rest and cuda:  # what the round would run if it compiled its walk and its commit
             decoder._greedy_accept = torch.compile(greedy_accept)
-            decoder._keep_paths = torch.compile(decoder._keep_paths)
+            decoder._keep_paths = torch.compile(decoder._keep_paths_eager)
         try:
             row = {"variant": name, "nodes": layout.num_nodes,
                    **round_costs(decoder, args.length, args.repeats, device, sampled)}

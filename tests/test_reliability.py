@@ -31,6 +31,32 @@ def pair():
 
 
 # ------------------------------------------------------------------------------------- generate()
+@pytest.mark.parametrize("sampled", [False, True])
+def test_a_round_whose_compile_fails_warns_and_runs_uncompiled_with_vanilla_s_tokens(monkeypatch, sampled):
+    """torch.compile can fail on a user's machine (no C compiler, an op the compiler lacks): the first round then
+    warns, drops every compiled piece (drafting, verification, the sampled walk) and runs uncompiled, and the output
+    is still vanilla greedy's (sampled with top_k=1, which is greedy, through the device walk)."""
+    from hf_longspec.generation import sampled_accept
+
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=12, do_sample=False)
+
+    def failing_compile(fn, **options):
+        def compiled(*args, **kwargs):
+            raise RuntimeError("no C compiler (simulated)")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    monkeypatch.setattr(sampled_accept, "_compiled_walk", None)  # module-level compiled wrappers: restored after
+    monkeypatch.setattr(sampled_accept, "_compiled_tries", None)
+    options = {"do_sample": True, "top_k": 1} if sampled else {"do_sample": False}
+    with pytest.warns(UserWarning, match="torch.compile of the LongSpec round failed"):
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=12, longspec_compile=True, **options)
+    stats = draft.last_stats
+    assert torch.equal(out, reference) and not stats.compiled and not stats.verify_compiled and not stats.host_walked
+
+
 def test_concurrent_generate_calls_from_threads_match_vanilla():
     """4 threads share one target and draft; every call must equal vanilla greedy (today verification
     switches the model-wide attention implementation per call, so a concurrent call crashes)."""

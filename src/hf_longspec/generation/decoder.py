@@ -106,7 +106,7 @@ class LongSpecDecoder:
         self._sample_accept = sampled_walk(compile, layout)  # the sampled tree walk, fused when compiling
         # the greedy walk and the commit run eager inside the captured round (0.32 ms of a 3.61 ms round on an
         # H100 at 8k, forty-sixth session); benchmarks/sampled_round_cost.py times them compiled
-        self._greedy_accept = greedy_accept
+        self._greedy_accept, self._keep_paths = greedy_accept, self._keep_paths_eager
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
@@ -213,7 +213,7 @@ class LongSpecDecoder:
             paths = self._sample_accept(self.layout, self.tree, self._verify(), self.warpers)
         self._keep_paths(paths)
 
-    def _keep_paths(self, paths: AcceptedPaths) -> None:
+    def _keep_paths_eager(self, paths: AcceptedPaths) -> None:
         """Commit a round's accepted paths and write its packed result."""
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
@@ -280,6 +280,7 @@ class LongSpecDecoder:
                 self.compiled = self.verify_compiled = False
                 self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
                 self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False, self.layout)
+                self._greedy_accept, self._keep_paths = greedy_accept, self._keep_paths_eager
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)
