@@ -11,7 +11,7 @@ compiled as generate() compiles on CUDA. Rounds:
 - sampled (temperature 0.8, no chain, as a sampled call's round), with the walk compiled whole (the code
   since the forty-sixth session), with each depth's tries compiled (the code before), and eager;
 - greedy and sampled with the walk and the commit compiled too (``decoder._greedy_accept``, ``_keep_paths``:
-  they run eager inside the captured round, 0.32 ms of a greedy 3.61 ms round on an H100 at 8k);
+  they run eager inside the captured round, 0.32 ms of a greedy 3.61 ms round on an H100 at 8k, forty-sixth session);
 - sampled beside the 32-token chain (asked for by longspec_lookup_tokens): each depth's tries compiled (the
   round's code there) and the walk compiled whole (``compiled_whole_walk``: the code if that guard came off),
   and with the commit compiled too.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import os
 import warnings
@@ -56,15 +58,22 @@ def converted_folder(root: Path, gguf: Path) -> Path:
     """The folder for this GGUF's bytes under this transformers version. Named by a digest of its content (0.2 s for
     the embedded 92 MB on a 2-core CPU), not its file time: a reinstall of the same package finds the folder made
     before, where a key of size and modification time converted again beside it, 0.5 GB each time."""
-    import hashlib
-
     import transformers
 
+    stat = gguf.stat()
+    digest = _content_digest(str(gguf), stat.st_size, stat.st_mtime_ns)
+    return root / f"{gguf.stem}-sha256-{digest}-transformers{transformers.__version__}-v{CONVERTED_FORMAT}"
+
+
+@functools.lru_cache(maxsize=8)
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    """A file's SHA-256 prefix, once per process: a load asks for the folder twice (model, then tokenizer). The size
+    and time are in the key only so that a file rewritten meanwhile is read again."""
     digest = hashlib.sha256()
-    with gguf.open("rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 24), b""):
             digest.update(block)
-    return root / f"{gguf.stem}-sha256-{digest.hexdigest()[:16]}-transformers{transformers.__version__}-v{CONVERTED_FORMAT}"
+    return digest.hexdigest()[:16]
 
 
 def save_converted(model, tokenizer, folder: Path) -> Path:
