@@ -147,6 +147,11 @@ def _first_children(slots: torch.Tensor, is_child: torch.Tensor, count: int) -> 
     return slots[order.topk(count, dim=1, largest=False).indices]
 
 
+def _chain_tail_nodes(layout: TreeLayout) -> tuple[int, int]:
+    """The node range [first, last) of the chain's nodes past the tree's depth."""
+    return layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup
+
+
 def _chain_tail(layout: TreeLayout, tree: TreeBuffers, probs, p_first, offered, uniforms, residual, walking):
     """The chain's steps past the tree's depth, at once. There only the chain walks, and each step tries one token
     against a fresh node's p (the previous chain node's; at the tree's depth ``p_first``): step j is taken where
@@ -154,7 +159,7 @@ def _chain_tail(layout: TreeLayout, tree: TreeBuffers, probs, p_first, offered, 
     row stops at its first untaken step, whose p loses that token (``try_chain_token``, as step by step), or past
     the chain's last node, with that node's p. ``offered``: (B,) rows walking on the chain at the tree's depth.
     Returns (steps taken (B,), which steps were (B, n), each row's residual (the given one where not walking))."""
-    first, last = layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup
+    first, last = _chain_tail_nodes(layout)
     tokens, valid = tree.tokens[:, first:last], tree.valid[:, first:last]  # (B, n): the tail's tries
     # p(token) at each tail step: step 0 at the tree's depth (p_first), step j > 0 at the chain node of step j - 1
     p_token = torch.cat([p_first.gather(1, tokens[:, :1]),
@@ -244,7 +249,7 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
         on_chain = torch.where(taken, chain_stays, on_chain)
         walking = walking & taken
     if tail:
-        first, last = layout.lookup_offset + layout.depth, layout.lookup_offset + layout.lookup  # the tail's nodes
+        first, last = _chain_tail_nodes(layout)
         p = probs[rows, torch.where(on_draft, node, twin)]  # at the tree's depth: a leaf's or the chain's node
         accepted, kept, residual = _chain_tail(layout, tree, probs, p, walking & on_chain, chain_uniforms, residual,
                                                walking)
