@@ -37,9 +37,9 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
 - vanilla_static_sampled, longspec_sampled, longspec_sampled_lookup0, longspec_sampled_lookup16 (the CPU
   round's chain length), longspec_sampled_lookup32: the
   same, sampled (temperature 0.8, each call seeded alike); the sampled LongSpec methods are compared
-  with vanilla_static_sampled. Since the eighth session a sampled call verifies no chain by default,
-  so longspec_sampled and longspec_sampled_lookup0 are the same call; lookup32 asks for the chain
-  (the eighth session's run measured longspec_sampled when it still had it). longspec_sampled_unranked:
+  with vanilla_static_sampled. From the eighth to the forty-seventh session a sampled call verified no chain by
+  default (longspec_sampled was longspec_sampled_lookup0); since the forty-eighth it verifies the draft config's
+  chain, as a greedy call does (on a GPU longspec_sampled is longspec_sampled_lookup32). longspec_sampled_unranked:
   sampled without re-ranking the tree's leaves (``longspec_rerank_leaves=False``), what re-ranking changes.
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being

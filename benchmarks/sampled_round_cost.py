@@ -8,13 +8,11 @@ SmolLM2-135M's shape with random bf16 weights (a round's cost does not depend on
 shape is static) and the shipped draft (its config: re-ranked leaves, the cross-attention window),
 compiled as generate() compiles on CUDA. Rounds:
 - greedy: the default tree and its 32-token lookup chain (a greedy call's round);
-- sampled (temperature 0.8, no chain, as a sampled call's round), with the walk compiled whole (the code
-  since the forty-sixth session), with each depth's tries compiled (the code before), and eager;
-- greedy and sampled with the walk and the commit compiled too (``decoder._greedy_accept``, ``_keep_paths``:
-  they run eager inside the captured round, 0.32 ms of a greedy 3.61 ms round on an H100 at 8k, forty-sixth session);
-- sampled beside the 32-token chain (asked for by longspec_lookup_tokens): each depth's tries compiled (the
-  round's code there) and the walk compiled whole (``compiled_whole_walk``: the code if that guard came off),
-  and with the commit compiled too.
+- sampled (temperature 0.8) with the same chain (a sampled call's round since the forty-eighth session), its walk
+  compiled whole as the round compiles it, and eager;
+- sampled without the chain (``longspec_lookup_tokens=0``; a sampled call's round until then).
+The forty-seventh session's variants (each depth's tries compiled; the walk and the commit compiled as well) ran
+once on an H100 (docs/results/session48_2026-12-06/) and went with the code they timed.
 Each also has its drafting and its verification forward captured alone, so the walk's share is
 (round - draft - verify); the walk is also timed alone on the round's own logits.
 """
@@ -34,9 +32,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation import TreeLayout
-from hf_longspec.generation.acceptance import greedy_accept
-from hf_longspec.generation.sampled_accept import (DeviceWarpers, compiled_tries, compiled_whole_walk, sample_accept,
-                                                   sampled_walk)
+from hf_longspec.generation.sampled_accept import DeviceWarpers, sampled_walk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_study import capture, cuda_time, filled_decoder, random_target  # noqa: E402
@@ -46,11 +42,6 @@ SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hi
                rope_theta=100000.0, rms_norm_eps=9.999999747378752e-06, tie_word_embeddings=True)
 DRAFT = Path(__file__).resolve().parents[1] / "model_cards" / "longspec-smollm2-135m-instruct"
 TEMPERATURE = 0.8
-
-
-def depthwise_walk(layout, tree, logits, warpers):
-    """The walk as the code ran it before the forty-sixth session: each depth's tries compiled, the rest eager."""
-    return sample_accept(layout, tree, logits, warpers, try_children=compiled_tries())
 
 
 def median_ms(fn, repeats: int, device) -> float:
@@ -100,33 +91,23 @@ def main(argv=None) -> dict:
     tree = TreeLayout(tuple(draft.config.tree_widths), rerank_leaves=draft.config.tree_rerank_leaves)
     warpers = DeviceWarpers((TemperatureLogitsWarper(TEMPERATURE),))
     chained = tree.with_lookup(draft.config.lookup_tokens)
-    variants = {  # name: (layout, sampled, the walk a sampled decoder runs, walk and commit compiled as well)
-        "greedy (tree + 32-token chain)": (chained, False, None, False),
-        "greedy, walk and commit compiled": (chained, False, None, True),
-        "sampled, walk compiled whole": (tree, True, sampled_walk(cuda, tree), False),
-        "sampled, walk whole and commit compiled": (tree, True, sampled_walk(cuda, tree), True),
-        "sampled, each depth's tries compiled": (tree, True, depthwise_walk if cuda else None, False),
-        "sampled, walk eager": (tree, True, sampled_walk(False, tree), False),
-        "sampled + 32-token chain, each depth's tries compiled": (chained, True, sampled_walk(cuda, chained), False),
-        "sampled + 32-token chain, walk compiled whole": (chained, True, compiled_whole_walk() if cuda else None,
-                                                          False),
-        "sampled + 32-token chain, walk whole and commit compiled": (chained, True,
-                                                                     compiled_whole_walk() if cuda else None, True),
+    variants = {  # name: (layout, sampled, the walk a sampled decoder runs)
+        "greedy (tree + 32-token chain)": (chained, False, None),
+        "sampled (tree + 32-token chain), walk compiled whole": (chained, True, sampled_walk(cuda)),
+        "sampled (tree + 32-token chain), walk eager": (chained, True, sampled_walk(False)),
+        "sampled, tree alone": (tree, True, sampled_walk(cuda)),
     }
     unknown = set(args.variants or ()) - set(variants)
     if unknown:
         raise SystemExit(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
     rows, result = [], {}
-    for name, (layout, sampled, walk, compile_rest) in variants.items():
+    for name, (layout, sampled, walk) in variants.items():
         if args.variants and name not in args.variants:
             continue
         options = {"sampling": True, "warpers": warpers} if sampled else {}
         decoder = filled_decoder(target, draft, layout, args.length, device, compile=cuda, **options)
         if walk is not None:
             decoder._sample_accept = walk
-        if compile_rest and cuda:  # what the round would run if it compiled its walk and its commit
-            decoder._greedy_accept = torch.compile(greedy_accept)
-            decoder._keep_paths = torch.compile(decoder._keep_paths_eager)
         try:
             row = {"variant": name, "nodes": layout.num_nodes,
                    **round_costs(decoder, args.length, args.repeats, device, sampled)}

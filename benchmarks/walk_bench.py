@@ -1,8 +1,8 @@
 """What the sampled round's tree walk costs on the device, alone: ``sample_accept`` captured as a CUDA
-graph and replayed, eager, with each depth's tries compiled (the code until the forty-sixth session, and since
-then with a lookup chain) and as a compiled round runs it (``sampled_walk(True, layout)``: compiled whole
-without a chain), compiled whole beside a chain (``compiled_whole_walk``: what the round would run if the chain's
-guard came off), next to ``greedy_accept`` (no model: random trees and scores of SmolLM2's vocabulary).
+graph and replayed, eager and as a compiled round runs it (``sampled_walk(True)``: compiled whole, beside a
+lookup chain or not), next to ``greedy_accept`` (no model: random trees and scores of SmolLM2's vocabulary).
+Each depth's tries compiled alone, the code until the forty-sixth session (beside a chain until the
+forty-eighth), went with that code; its times are in docs/benchmarks.md.
 
     PYTHONPATH=src python benchmarks/walk_bench.py --out DIR [--replays 200] [--rerank-leaves]
 
@@ -24,7 +24,7 @@ import torch
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation.acceptance import greedy_accept
 from hf_longspec.generation.draft_tree import TreeBuffers, TreeLayout
-from hf_longspec.generation.sampled_accept import compiled_tries, compiled_whole_walk, sample_accept, sampled_walk
+from hf_longspec.generation.sampled_accept import sample_accept, sampled_walk
 
 VOCAB = 49152  # SmolLM2
 
@@ -83,12 +83,8 @@ def main(argv=None) -> dict:
         variants = {
             "greedy_accept": lambda: greedy_accept(layout, tree, scores),
             "sample_accept eager": lambda: sample_accept(layout, tree, scores),
-            "sample_accept, each depth's tries compiled": lambda: sample_accept(layout, tree, scores,
-                                                                                 try_children=compiled_tries()),
-            "sample_accept as the round compiles it": lambda: sampled_walk(True, layout)(layout, tree, scores),
+            "sample_accept as the round compiles it": lambda: sampled_walk(True)(layout, tree, scores),
         }
-        if lookup:  # the round compiles each depth's tries beside a chain: time the whole walk there too
-            variants["sample_accept compiled whole"] = lambda: compiled_whole_walk()(layout, tree, scores)
         for name, fn in variants.items():
             begin = time.perf_counter()
             ms = time_graph(fn, args.replays)

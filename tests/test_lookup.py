@@ -207,7 +207,7 @@ def test_the_chain_length_can_come_from_a_generation_config():
 def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_turned_off():
     """lookup_tokens=8 in the draft config: greedy rounds verify the 8-node tree plus the chain, cut to
     what longspec_max_nodes leaves (two chains share it); an explicit 0 (call or generation config) turns it off. Sampled
-    rounds have no chain unless one is asked for."""
+    rounds verify the same default chain (since the forty-eighth session), and 0 turns it off there too."""
     from transformers import GenerationConfig
 
     target, draft = perturbed_pair((2, 3, 3))
@@ -236,10 +236,10 @@ def test_the_draft_configs_default_chain_is_cut_to_the_node_budget_and_can_be_tu
     out = target.generate(ids, assistant_model=draft, generation_config=config)
     assert torch.equal(out, reference) and draft.last_stats.lookup_commits == 0
     torch.manual_seed(0)
-    target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=True)  # sampled: no default chain
-    assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8
-    target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=True, longspec_lookup_tokens=8)
-    assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8 + 8  # asked for: kept
+    target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=True)  # sampled: the default chain too
+    assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8 + 8
+    target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=True, longspec_lookup_tokens=0)
+    assert draft.last_stats.drafted_nodes // draft.last_stats.rounds == 8  # turned off
 
 
 def test_greedy_accept_takes_a_second_chain_only_where_it_accepts_more():

@@ -49,7 +49,6 @@ def test_a_round_whose_compile_fails_warns_and_runs_uncompiled_with_vanilla_s_to
 
     monkeypatch.setattr(torch, "compile", failing_compile)
     monkeypatch.setattr(sampled_accept, "_compiled_walk", None)  # module-level compiled wrappers: restored after
-    monkeypatch.setattr(sampled_accept, "_compiled_tries", None)
     options = {"do_sample": True, "top_k": 1} if sampled else {"do_sample": False}
     with pytest.warns(UserWarning, match="torch.compile of the LongSpec round failed"):
         out = target.generate(ids, assistant_model=draft, max_new_tokens=12, longspec_compile=True, **options)

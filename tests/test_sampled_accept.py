@@ -138,14 +138,14 @@ def _without_chain(layout, tree, scores):
 @pytest.mark.parametrize("reranked", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked, chain):
-    """Captured as a CUDA graph (as the round is; compiled as on CUDA by default: whole without a chain, each
-    depth's tries with one), each replay draws new uniforms: two replays differ, and each follows the target's
+    """Captured as a CUDA graph (as the round is; compiled whole as on CUDA by default, with a chain or without),
+    each replay draws new uniforms: two replays differ, and each follows the target's
     law (re-ranked leaves too)."""
     layout = RERANKED if reranked else LAYOUT
     tree, scores = (_reranked_trees if reranked else _random_trees)(200_000, device="cuda")
     if not chain:
         layout, tree, scores = _without_chain(layout, tree, scores)
-    walk = sampled_walk(compiled, layout)
+    walk = sampled_walk(compiled)
     torch.manual_seed(0)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -164,15 +164,18 @@ def test_a_captured_walk_draws_fresh_randoms_on_every_replay(compiled, reranked,
         assert _assert_target_law(emitted, count, "captured") >= 15
 
 
-def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_one(monkeypatch):
-    """On CUDA a sampled round without a lookup chain compiles its walk whole (``sampled_walk(True, layout)``):
-    one graph, the warpers in it, so that its few hundred small ops fuse. A graph break would leave pieces eager
-    inside the captured round, and a host sync would break capture. Traced here with dynamo's aot_eager backend
-    (inductor took 55 s over the shipped tree's walk on this project's 2-core CPU), the compiled wrapper walks as
-    the eager walk on the same randoms."""
+@pytest.mark.parametrize("chain", [False, True])
+def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_one(monkeypatch, chain):
+    """On CUDA a sampled round compiles its walk whole (``sampled_walk(True)``), beside a lookup chain or not: one
+    graph, the warpers in it, so that its few hundred small ops fuse. A graph break would leave pieces eager inside
+    the captured round, and a host sync would break capture. Traced here with dynamo's aot_eager backend (inductor
+    took 55 s over the shipped tree's walk on this project's 2-core CPU), the compiled wrapper walks as the eager
+    walk on the same randoms."""
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
-    layout, tree, scores = _without_chain(RERANKED, *_reranked_trees(2000))
+    layout, tree, scores = RERANKED, *_reranked_trees(2000)
+    if not chain:
+        layout, tree, scores = _without_chain(layout, tree, scores)
     warpers = DeviceWarpers((TemperatureLogitsWarper(0.8), TopKLogitsWarper(4)))
     slots = sampled_accept.child_slot_ids(layout, scores.device)
     explained = torch._dynamo.explain(sample_accept)(layout, tree, scores, warpers, CHILDREN_TRIED, slots)
@@ -180,38 +183,14 @@ def test_the_compiled_walk_is_one_graph_with_the_warpers_and_walks_as_the_eager_
     monkeypatch.setattr(sampled_accept, "_compiled_walk",
                         torch.compile(sample_accept, backend="aot_eager", fullgraph=True))
     torch.manual_seed(7)
-    compiled = sampled_walk(True, layout)(layout, tree, scores, warpers)
+    compiled = sampled_walk(True)(layout, tree, scores, warpers)
     torch.manual_seed(7)
-    eager = sampled_walk(False, layout)(layout, tree, scores, warpers)
-    for name in ("path_nodes", "accepted", "emitted", "non_chain"):
+    eager = sampled_walk(False)(layout, tree, scores, warpers)
+    for name in ("path_nodes", "accepted", "emitted", "non_chain") + (("lookup",) if chain else ()):
         assert torch.equal(getattr(compiled, name), getattr(eager, name)), name
     assert compiled.accepted.float().mean() > 1.5  # the walk accepted children, not only bonus tokens
-
-
-def test_a_walk_beside_a_chain_compiles_each_depth_s_tries_not_the_whole_walk(monkeypatch):
-    """Stepping through a 32-token chain, the whole walk unrolled to 33 steps, and on an H100 its first call had not
-    finished compiling after about five minutes (forty-sixth session): with a chain the compiled round compiles each
-    depth's tries alone (until a GPU times the whole walk with the chain's tail taken at once), and walks as the
-    eager walk."""
-    compiled_functions = []
-
-    def recording_compile(fn, **options):  # records what is compiled; runs it eagerly (compiling takes minutes here)
-        compiled_functions.append(fn)
-        return fn
-
-    monkeypatch.setattr(torch, "compile", recording_compile)
-    monkeypatch.setattr(sampled_accept, "_compiled_walk", None)
-    monkeypatch.setattr(sampled_accept, "_compiled_tries", None)
-    tree, scores = _reranked_trees(2000)
-    torch.manual_seed(5)
-    beside_chain = sampled_walk(True, RERANKED)(RERANKED, tree, scores)
-    assert sample_accept not in compiled_functions and compiled_functions, compiled_functions
-    torch.manual_seed(5)
-    eager = sample_accept(RERANKED, tree, scores)
-    assert torch.equal(beside_chain.emitted, eager.emitted) and torch.equal(beside_chain.accepted, eager.accepted)
-    assert beside_chain.lookup.any()  # rounds that kept the chain's path: the chain was walked
-    sampled_walk(True, replace(RERANKED, lookup=0))
-    assert sample_accept in compiled_functions  # without a chain, the whole walk
+    if chain:
+        assert compiled.lookup.any()  # rounds that kept the chain's path: the chain was walked
 
 
 @pytest.mark.parametrize("widths, lookup, reranked", [((2, 3), 6, False), ((1, 1, 3), 5, True),
@@ -240,8 +219,16 @@ def test_the_chain_s_steps_past_the_tree_walked_at_once_equal_the_step_by_step_w
     at_once = sample_accept(layout, tree, scores)
     torch.manual_seed(1)
     step_by_step = sample_accept(layout, tree, scores, chain_tail_at_once=False)
+    # compiled whole, as a compiled round walks it beside a chain: one graph (a break would leave pieces eager
+    # inside the captured round), walked as the eager walk on the same randoms (dynamo's aot_eager backend)
+    slots = sampled_accept.child_slot_ids(layout, scores.device)
+    explained = torch._dynamo.explain(sample_accept)(layout, tree, scores, None, CHILDREN_TRIED, slots)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    torch.manual_seed(1)
+    compiled = torch.compile(sample_accept, backend="aot_eager")(layout, tree, scores, None, CHILDREN_TRIED, slots)
     for name in ("path_nodes", "accepted", "emitted", "non_chain", "lookup"):
         assert torch.equal(getattr(at_once, name), getattr(step_by_step, name)), name
+        assert torch.equal(getattr(at_once, name), getattr(compiled, name)), name
     past_the_tree = at_once.accepted > layout.depth + 1
     assert past_the_tree.float().mean() > 0.3 and (at_once.accepted == layout.path_length + 1).any()
 

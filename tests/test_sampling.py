@@ -169,8 +169,8 @@ def test_sampling_with_reranked_leaves_is_lossless(monkeypatch):
 
     kept_above = []
 
-    def spied_walk(compiled, layout):
-        walk = original_walk(compiled, layout)
+    def spied_walk(compiled):
+        walk = original_walk(compiled)
 
         def spy(layout, tree, scores, warpers):
             paths = walk(layout, tree, scores, warpers)

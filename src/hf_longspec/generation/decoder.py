@@ -103,10 +103,9 @@ class LongSpecDecoder:
         self._verify = torch.compile(self._verify_forward) if self.verify_compiled else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
         self._draft_sampled = torch.compile(self._draft_sampled_eager) if compile else self._draft_sampled_eager
-        self._sample_accept = sampled_walk(compile, layout)  # the sampled tree walk, fused when compiling
-        # the greedy walk and the commit run eager inside the captured round (0.32 ms of a 3.61 ms round on an
-        # H100 at 8k, forty-sixth session); benchmarks/sampled_round_cost.py times them compiled
-        self._greedy_accept, self._keep_paths = greedy_accept, self._keep_paths_eager
+        self._sample_accept = sampled_walk(compile)  # the sampled tree walk, fused when compiling
+        # the greedy walk and the commit stay eager inside the captured round: compiled, they saved nothing (a greedy
+        # round 3.68 against 3.66 ms, a sampled one 4.50 against 4.31 ms on an H100 at 8k, forty-eighth session)
         self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
         self.busy = False
         self.capture_seconds = None  # how long the first capture took (None: not captured yet)
@@ -207,13 +206,13 @@ class LongSpecDecoder:
         """A round with no host sync, greedy or sampled with the decoder's warpers; writes ``self.result``."""
         if self.warpers is None:
             self._draft_greedy()
-            paths: AcceptedPaths = self._greedy_accept(self.layout, self.tree, self._verify())
+            paths: AcceptedPaths = greedy_accept(self.layout, self.tree, self._verify())
         else:
             self._draft_sampled()
             paths = self._sample_accept(self.layout, self.tree, self._verify(), self.warpers)
         self._keep_paths(paths)
 
-    def _keep_paths_eager(self, paths: AcceptedPaths) -> None:
+    def _keep_paths(self, paths: AcceptedPaths) -> None:
         """Commit a round's accepted paths and write its packed result."""
         roots = paths.emitted.gather(1, (paths.accepted - 1)[:, None])[:, 0]
         self._commit(paths.path_nodes, paths.accepted, roots)
@@ -279,8 +278,7 @@ class LongSpecDecoder:
                               "running it uncompiled (pass longspec_compile=False to skip compiling).")
                 self.compiled = self.verify_compiled = False
                 self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
-                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False, self.layout)
-                self._greedy_accept, self._keep_paths = greedy_accept, self._keep_paths_eager
+                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False)
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)

@@ -185,10 +185,9 @@ def longspec_generate(
     longspec_lookup_tokens: K > 0 adds a chain of K prompt-lookup tokens (copied from the committed text,
         generation/lookup.py) beside the draft's tree (K may exceed the tree's depth, up to 32); 0: the
         draft's tree alone. None (the default): the generation config's ``longspec_lookup_tokens`` if set,
-        else, greedy, the draft config's ``lookup_tokens`` (on a CPU its ``cpu_lookup_tokens`` where set) cut
-        to the node budget the tree leaves, and,
-        sampled, no chain (a sampled target repeats itself less, and 32 more nodes walked per round
-        cost more than they gained on the H200).
+        else the draft config's ``lookup_tokens`` (on a CPU its ``cpu_lookup_tokens`` where set) cut to the
+        node budget the tree leaves, greedy or sampled (sampled calls verified none until the forty-eighth
+        session: their walk beside a chain now compiles whole, and the chain paid on an H100).
     longspec_rerank_leaves: True makes the tree's last width the best children of every node the draft runs
         (EAGLE-2's re-ranking of the leaves; the same nodes drafted and rows verified); False: of the last
         depth's nodes (the paper's tree). None (the default): the generation config's, else the draft config's
@@ -246,9 +245,8 @@ def longspec_generate(
     lookup_tokens, _ = asked(generation_config, "longspec_lookup_tokens", longspec_lookup_tokens)
     if lookup_tokens is not None:  # asked for: kept as given, or refused
         check_lookup(lookup_tokens)
-    else:  # the default: the draft config's for greedy (what the node budget leaves, shared by the chains)
-        lookup_tokens = lookup_within(draft.config, max_nodes, layout, sampled=do_sample, chains=chains,
-                                      on_cpu=on_cpu)
+    else:  # the default: the draft config's (what the node budget leaves, shared by the chains)
+        lookup_tokens = lookup_within(draft.config, max_nodes, layout, chains=chains, on_cpu=on_cpu)
     layout = layout.with_lookup(lookup_tokens, chains)
     window = cross_attention_window_for(draft, generation_config, longspec_cross_attention_window)
     plain_steps = plain_steps_for(draft, generation_config, longspec_plain_steps, on_cpu, on_host)

@@ -82,31 +82,19 @@ def _try_children(p, q, tokens, parents, valid, node, offered, uniforms):
     return p, token, taken
 
 
-def sampled_walk(compiled: bool, layout: TreeLayout):
-    """The sampled round's walk for ``layout``: ``sample_accept``, compiled whole where the round is compiled, if the
-    layout has no lookup chain (a sampled call's default). One compiled function for every decoder (dynamo's cache
-    lives on it). Compiled, the walk's few hundred small ops outside its tries (the node's rows of p and q, which
-    slots hold its children, the move down, the bonus draw) fuse with the tries into a few kernels; eager inside a
-    captured round, each is a kernel of its own (on an H100 at 8k the walk took 0.56 ms against 1.03 ms with each
-    depth's tries compiled alone, and a round 4.26 against 4.69 ms: forty-sixth session, at the price of about 20 s
-    more compiling in a first sampled call). Its random draws are the compiled code's, fresh on every replay of a
-    captured round, as the drafting's compiled Gumbel draws are. The slots are looked up outside the compiled code
-    (a host list copied to the device must not be traced).
-
-    With a chain (asked for by ``longspec_lookup_tokens``), only each depth's tries are compiled. Stepping through a
-    32-token chain one token at a time, the whole walk unrolled to 33 steps, and on an H100 its first call had not
-    finished compiling after about five minutes (forty-sixth session). The chain's steps past the tree are now taken
-    at once (``_chain_tail``), and so compiled the walk took 39 s on the CPU; the GPU has not timed it yet."""
+def sampled_walk(compiled: bool):
+    """The sampled round's walk: ``sample_accept``, compiled whole where the round is compiled (one compiled function
+    for every decoder: dynamo's cache lives on it), with the slots looked up outside it (a host list copied to the
+    device must not be traced). Compiled, the walk's few hundred small ops outside its tries (the node's rows of p and
+    q, which slots hold its children, the move down, the bonus draw) fuse with the tries into a few kernels; eager
+    inside a captured round, each is a kernel of its own. On an H100 at 8k the walk took 0.56 ms against 1.03 ms with
+    each depth's tries compiled alone (a round 4.26 against 4.69 ms, forty-sixth session), and beside the 32-token
+    chain 0.60 against 1.35 ms (a round 4.47 against 5.18 ms, forty-eighth session: the chain's steps past the tree
+    are taken at once, ``_chain_tail``, so the walk no longer unrolls 33 steps), at the price of 20-30 s more
+    compiling in a first sampled call. Its random draws are the compiled code's, fresh on every replay of a captured
+    round, as the drafting's compiled Gumbel draws are."""
     if not compiled:
         return sample_accept
-    if layout.lookup:
-        return functools.partial(sample_accept, try_children=compiled_tries())
-    return compiled_whole_walk()
-
-
-def compiled_whole_walk():
-    """``sample_accept`` compiled whole (one compiled function for every decoder), with the slots looked up
-    outside it: what ``sampled_walk`` gives a compiled round without a chain, and what a benchmark times beside one."""
     global _compiled_walk
     if _compiled_walk is None:
         _compiled_walk = torch.compile(sample_accept)
@@ -118,17 +106,7 @@ def compiled_whole_walk():
     return walk
 
 
-def compiled_tries():
-    """``_try_children`` compiled alone (one wrapper for every decoder; it compiles once per count of children
-    tried): the walk's tries where the walk is not compiled whole."""
-    global _compiled_tries
-    if _compiled_tries is None:
-        _compiled_tries = torch.compile(_try_children, dynamic=False)
-    return _compiled_tries
-
-
 _compiled_walk = None
-_compiled_tries = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -177,15 +155,14 @@ def _chain_tail(layout: TreeLayout, tree: TreeBuffers, probs, p_first, offered, 
 
 def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Tensor,
                   warpers: DeviceWarpers | None = None, children_tried: int = CHILDREN_TRIED,
-                  child_slots: tuple[torch.Tensor, ...] | None = None, try_children=_try_children,
+                  child_slots: tuple[torch.Tensor, ...] | None = None,
                   chain_tail_at_once: bool = True) -> AcceptedPaths:
     """target_scores: (B, N, V) target scores per node, processed by ``warpers`` first if given (so that compiled,
     they fuse with the walk); ``tree.draft_probs`` holds q. Device ops only. ``children_tried``: a node's first
     draws tried at most (rejection.CHILDREN_TRIED). ``child_slots``: ``child_slot_ids(layout, device)``, passed by
-    the compiled walk (None: looked up here). ``try_children``: one depth's tries (``compiled_tries()`` where the
-    walk is not compiled whole). ``chain_tail_at_once``: a chain's steps past the tree's depth walked at once
-    (``_chain_tail``); False walks them one at a time, as the walk did before (kept for the test that holds the
-    two equal)."""
+    the compiled walk (None: looked up here). ``chain_tail_at_once``: a chain's steps past the tree's depth walked
+    at once (``_chain_tail``); False walks them one at a time, the walk's plain definition, which the test of the
+    tail holds it equal to."""
     batch, _, vocab = target_scores.shape
     device = target_scores.device
     rows = torch.arange(batch, device=device)
@@ -217,9 +194,9 @@ def sample_accept(layout: TreeLayout, tree: TreeBuffers, target_scores: torch.Te
             is_child = tree.valid[:, slots] & (tree.parents[:, slots] == node[:, None])  # (B, S), read again below
             tried = _first_children(slots, is_child, min(children_tried, slots.shape[0]))  # (B, tried)
             q = tree.draft_probs[rows, node.clamp(max=layout.num_run - 1)]  # a leaf's: unread (it has no children)
-            p, token, taken = try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
-                                           tree.valid.gather(1, tried), node, walking & on_draft,
-                                           draft_uniforms.gather(1, tried - 1))
+            p, token, taken = _try_children(p, q, tree.tokens.gather(1, tried), tree.parents.gather(1, tried),
+                                            tree.valid.gather(1, tried), node, walking & on_draft,
+                                            draft_uniforms.gather(1, tried - 1))
         if step < layout.lookup:
             chain_slot = layout.lookup_offset + step
             offered = walking & on_chain & ~taken & tree.valid[:, chain_slot]
