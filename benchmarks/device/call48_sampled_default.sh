@@ -9,7 +9,7 @@ source benchmarks/device/setup_model.sh || exit $?
 HF_LONGSPEC_TEST_DEVICE=cuda PYTHONPATH=/tmp/site:src timeout -k 5 260 python -m pytest -q -p no:logging \
   tests/test_sampled_accept.py tests/test_sampling.py > "$OUT/cuda_tests.log" 2>&1
 tail -n 5 "$OUT/cuda_tests.log"
-PYTHONPATH=/tmp/site:src timeout -k 5 $((570 - (SECONDS - START))) python benchmarks/decode_bench.py --out "$OUT/default" \
+PYTHONPATH=/tmp/site:src timeout -k 5 $((500 - (SECONDS - START))) python benchmarks/decode_bench.py --out "$OUT/default" \
   --lengths 8000 --prompts 3 --repeats 1 --methods vanilla_static_sampled longspec_sampled \
   --fp32-prompts 0
 echo "total $((SECONDS - START)) s"
