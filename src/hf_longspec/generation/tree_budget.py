@@ -98,8 +98,9 @@ def lookup_within(draft_config, budget: int, tree: TreeLayout, chains: int = 1, 
     ``cpu_lookup_tokens`` where set), cut to the nodes ``budget`` leaves after ``tree``, shared by ``chains``
     chains of one length. Sampled calls had none until the forty-eighth session; since their walk compiles whole
     beside a chain, it paid in every cell measured on an H100 (against vanilla static sampled in the same run, 4k
-    and 8k, code and prose: 1.93-3.28x with the 32-token chain against 1.52-2.27x without; docs/benchmarks.md),
-    and on the CPU it stayed within the machine's spread (0.92-1.01x against 0.94x, forty-seventh session)."""
+    and 8k, code and prose: 1.93-3.28x with the 32-token chain against 1.52-2.27x without; docs/benchmarks.md);
+    on the CPU, with its 16-token chain, about even outside repetitive text (prose 0.97x per pair over two sessions)
+    and 2.9x on a prompt that repeats itself."""
     wanted = draft_config.lookup_tokens
     if on_cpu and draft_config.cpu_lookup_tokens is not None:
         wanted = draft_config.cpu_lookup_tokens
