@@ -430,3 +430,25 @@ def test_device_sampling_with_top_k_1_on_real_text_is_greedy_token_for_token(emb
     # a round that kept the chain accepted a chain token, so the other rounds of two or more tokens kept a tree path
     tree_commits = sum(count for length, count in stats.accepted_lengths.items() if length > 1) - stats.lookup_commits
     assert not stats.host_walked and tree_commits > 0 and stats.lookup_commits > 0, stats.as_dict()
+
+
+def test_a_sampled_call_that_asks_nothing_verifies_the_chain_and_keeps_each_row_s_law(embedded):
+    """Since the forty-eighth session a sampled call verifies the draft config's lookup chain as a greedy one does
+    (on this CPU its ``cpu_lookup_tokens``, with the CPU round and its plain steps): SmolLM2 and the shipped draft on
+    a left-padded batch of two real prompts (eval-split code whose end repeats an earlier passage, and prose),
+    sampled with top_k=1 (greedy) and nothing else asked, give each row vanilla greedy's tokens."""
+    from hf_longspec import load_embedded_draft
+    from hf_longspec.corpus import long_prompt_ids
+
+    target, tokenizer = embedded
+    draft = load_embedded_draft(target)
+    code = long_prompt_ids(tokenizer, 900, kind="code", split="eval", seed=2)
+    prompts = [code + code[200:320], long_prompt_ids(tokenizer, 700, kind="prose", split="eval", seed=3)]
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[tokenizer.pad_token_id or 0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    reference = target.generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
+    out = target.generate(ids, attention_mask=mask, assistant_model=draft, max_new_tokens=40, do_sample=True, top_k=1)
+    stats = draft.last_stats
+    assert torch.equal(out, reference)
+    assert stats.lookup_tokens == draft.config.cpu_lookup_tokens > 0 and not stats.host_walked, stats.as_dict()
