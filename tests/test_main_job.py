@@ -17,6 +17,28 @@ def test_the_main_job_takes_a_cross_attention_window_and_stays_exact(embedded, m
     assert "output identical to vanilla greedy: yes" in printed
 
 
+def test_the_main_job_times_vanilla_with_the_static_cache(embedded, monkeypatch, capsys):
+    """The main job's speed line is against the baseline of record, the fastest way a user runs vanilla
+    transformers here: generate with ``cache_implementation="static"`` (eager on a CPU, where transformers does
+    not compile it), and the report names it; every vanilla call it times asks for the static cache."""
+    monkeypatch.setattr(demo, "load_embedded_target", lambda device=None, dtype=None: embedded)
+    target, _ = embedded
+    vanilla_caches = []
+    generate = type(target).generate
+
+    def recording_generate(model, *args, **kwargs):
+        if kwargs.get("assistant_model") is None and kwargs.get("custom_generate") is None:  # not LongSpec's
+            vanilla_caches.append(kwargs.get("cache_implementation"))
+        return generate(model, *args, **kwargs)
+
+    monkeypatch.setattr(type(target), "generate", recording_generate)
+    assert cli.main(["run", "--prompt-tokens", "256", "--max-new-tokens", "12"]) == 0
+    printed = capsys.readouterr().out
+    assert "(static cache, eager: transformers compiles it on accelerators only)" in printed
+    assert "x vanilla static" in printed and "output identical to vanilla greedy: yes" in printed
+    assert vanilla_caches and set(vanilla_caches) == {"static"}, vanilla_caches
+
+
 def test_the_main_job_turns_plain_steps_off(embedded, monkeypatch, capsys):
     """`hf-longspec run --no-plain-steps` reaches generate as longspec_plain_steps=False: the call runs rounds only,
     its report has no plain-step count, and its output is still vanilla greedy's."""
@@ -48,7 +70,7 @@ def test_the_main_job_takes_a_tree_and_says_which_tree_it_drafted(embedded, monk
 def test_the_report_says_when_a_call_drafted_no_tree():
     """A call generate() ran without speculation (a prompt holding the pad token, routing.py) records no tree."""
     stats = {"tree_widths": [], "lookup_tokens": 0}
-    report = demo.RunReport(4, 2, 0.1, 1.0, 1.0, True, stats, "shipped SmolLM2 draft")
+    report = demo.RunReport(4, 2, 0.1, 0.1, 1.0, 1.0, True, stats, "shipped SmolLM2 draft")
     assert report.tree_line() == "tree: none (the call decoded without speculation)"
-    assert demo.RunReport(4, 2, 0.1, 1.0, 1.0, True, {"tree_widths": [2, 2], "lookup_tokens": 0}, "d").tree_line() \
+    assert demo.RunReport(4, 2, 0.1, 0.1, 1.0, 1.0, True, {"tree_widths": [2, 2], "lookup_tokens": 0}, "d").tree_line() \
         == "tree: 2-2 nodes per depth"

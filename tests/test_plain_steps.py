@@ -210,7 +210,7 @@ def test_the_main_job_report_counts_plain_steps_apart_from_tau():
 
     stats = {"tau": 4.0, "rounds": 10, "lookup_commits": 0, "accepted_length_histogram": {4: 10}, "plain_steps": 27,
              "tree_widths": [1, 1, 1], "lookup_tokens": 16}
-    report = RunReport(4000, 68, 1.0, 9.0, 5.0, True, stats, "shipped SmolLM2 draft")
+    report = RunReport(4000, 68, 1.0, 1.0, 9.0, 5.0, True, stats, "shipped SmolLM2 draft")
     assert "plain steps (one token each, where rounds lost; not in tau): 27" in "\n".join(report.lines())
-    assert "plain steps" not in "\n".join(RunReport(4000, 68, 1.0, 9.0, 5.0, True, {**stats, "plain_steps": 0},
+    assert "plain steps" not in "\n".join(RunReport(4000, 68, 1.0, 1.0, 9.0, 5.0, True, {**stats, "plain_steps": 0},
                                                     "shipped SmolLM2 draft").lines())
