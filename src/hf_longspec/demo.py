@@ -113,14 +113,15 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     ids = torch.tensor([long_prompt_ids(tokenizer, prompt_tokens, kind=kind, split="eval", seed=seed)], device=device)
     common = dict(max_new_tokens=max_new_tokens, do_sample=False)
     static = dict(cache_implementation="static")
-    target.generate(ids[:, :64], max_new_tokens=4, do_sample=False, **static)  # warm-up (kernels, allocator)
-    compiled = device.type != "cpu"  # transformers compiles a static cache's decoding step on accelerators only
-    if compiled:  # compile for this call's shapes before the timed call, as a server's first call would have
-        target.generate(ids, **common, **static)
     speculation = dict(assistant_model=drafter, longspec_lookup_tokens=lookup_tokens,
                        longspec_cross_attention_window=cross_attention_window, longspec_tree_widths=tree_widths,
                        longspec_plain_steps=plain_steps, longspec_rerank_leaves=rerank_leaves)
-    target.generate(ids[:, :64], max_new_tokens=8, do_sample=False, **speculation)
+    compiled = device.type != "cpu"  # transformers compiles a static cache's decoding step on accelerators only
+    # warm-up: kernels and allocator; on an accelerator both calls at this call's shapes, so that neither timed call
+    # pays a compile or a capture (a server's first call would have)
+    warm_up = ids if compiled else ids[:, :64]
+    target.generate(warm_up, max_new_tokens=max_new_tokens if compiled else 4, do_sample=False, **static)
+    target.generate(warm_up, max_new_tokens=max_new_tokens if compiled else 8, do_sample=False, **speculation)
     vanilla_clock, longspec_clock = FirstTokenClock(), FirstTokenClock()  # the prefill, inside each timed call
     vanilla_clock.begin()
     vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common, **static, streamer=vanilla_clock), device)
