@@ -30,6 +30,16 @@ def timed(fn, device):
     return result, time.perf_counter() - start
 
 
+def timed_generate(generate, device):
+    """(output, seconds, prefill seconds) of ``generate(streamer)``: the prefill is the time to the first new token,
+    measured inside the timed call itself."""
+    clock = FirstTokenClock()
+    synchronize(device)
+    clock.begin()
+    output, seconds = timed(lambda: generate(clock), device)
+    return output, seconds, clock.prefill_seconds
+
+
 @dataclass
 class RunReport:
     prompt_tokens: int
@@ -122,20 +132,18 @@ def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str
     warm_up = ids if compiled else ids[:, :64]
     target.generate(warm_up, max_new_tokens=max_new_tokens if compiled else 4, do_sample=False, **static)
     target.generate(warm_up, max_new_tokens=max_new_tokens if compiled else 8, do_sample=False, **speculation)
-    vanilla_clock, longspec_clock = FirstTokenClock(), FirstTokenClock()  # the prefill, inside each timed call
-    vanilla_clock.begin()
-    vanilla, vanilla_seconds = timed(lambda: target.generate(ids, **common, **static, streamer=vanilla_clock), device)
-    longspec_clock.begin()
-    speculative, longspec_seconds = timed(
-        lambda: target.generate(ids, **speculation, **common, streamer=longspec_clock), device)
+    vanilla, vanilla_seconds, vanilla_prefill = timed_generate(
+        lambda streamer: target.generate(ids, **common, **static, streamer=streamer), device)
+    speculative, longspec_seconds, longspec_prefill = timed_generate(
+        lambda streamer: target.generate(ids, **speculation, **common, streamer=streamer), device)
     window = drafter.last_stats.cross_attention_window  # what the call read, whoever asked for it
     if window is not None:
         source += f" (reading the target's first {drafter.config.num_anchor_tokens} and newest {window} cache entries)"
     return RunReport(
         prompt_tokens=ids.shape[1],
         new_tokens=speculative.shape[1] - ids.shape[1],
-        vanilla_prefill_seconds=vanilla_clock.prefill_seconds,
-        longspec_prefill_seconds=longspec_clock.prefill_seconds,
+        vanilla_prefill_seconds=vanilla_prefill,
+        longspec_prefill_seconds=longspec_prefill,
         vanilla_seconds=vanilla_seconds,
         longspec_seconds=longspec_seconds,
         identical=torch.equal(vanilla, speculative),
