@@ -14,7 +14,8 @@ compiled as generate() compiles on CUDA. Rounds:
 The forty-seventh session's variants (each depth's tries compiled; the walk and the commit compiled as well) ran
 once on an H100 (docs/results/session48_2026-12-06/) and went with the code they timed.
 Each also has its drafting and its verification forward captured alone, so the walk's share is
-(round - draft - verify); the walk is also timed alone on the round's own logits.
+(round - draft - verify); the walk is also timed alone on the round's own logits. Before the warm-up, each part's
+first call is timed alone (drafting, verification, walk, commit: where a first call's compile time goes).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
 from hf_longspec.generation import TreeLayout
+from hf_longspec.generation.acceptance import greedy_accept
 from hf_longspec.generation.sampled_accept import DeviceWarpers, sampled_walk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,6 +50,34 @@ def median_ms(fn, repeats: int, device) -> float:
     return 1000 * statistics.median(cuda_time(capture(torch.no_grad()(fn), device), repeats, device))
 
 
+@torch.no_grad()
+def first_call_parts(decoder, draft, device, sampled: bool) -> dict:
+    """Seconds of each part's first call (its compile, where the round compiles: a first call's cost), in round
+    order. In one process a later variant finds what an earlier one compiled (dynamo's and inductor's caches)."""
+    def timed(fn):
+        synchronize(device)
+        begin = time.perf_counter()
+        out = fn()
+        synchronize(device)
+        return out, time.perf_counter() - begin
+
+    parts = {}
+    _, parts["draft"] = timed(draft)
+    logits, parts["verify"] = timed(decoder._verify)
+    if sampled:
+        paths, parts["walk"] = timed(lambda: decoder._sample_accept(decoder.layout, decoder.tree, logits,
+                                                                    decoder.warpers))
+    else:
+        paths, parts["walk"] = timed(lambda: greedy_accept(decoder.layout, decoder.tree, logits))
+    _, parts["commit"] = timed(lambda: decoder._keep_paths(paths))
+    return parts
+
+
+def synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def round_costs(decoder, length: int, repeats: int, device, sampled: bool) -> dict:
     """The round, its drafting and its verification forward, each captured alone, every replay at ``length``;
     for a sampled round also its walk alone on the round's logits."""
@@ -56,11 +86,13 @@ def round_costs(decoder, length: int, repeats: int, device, sampled: bool) -> di
         decoder.round()
 
     draft = decoder._draft_sampled if sampled else decoder._draft_greedy
+    decoder.cache.lengths.fill_(length)
+    result = {"first_call_s": first_call_parts(decoder, draft, device, sampled)}
     begin = time.perf_counter()
     with torch.no_grad():
         decoder.cache.lengths.fill_(length)
-        decoder._warm_up()  # compiles, as generate's first round does
-    result = {"warmup_s": time.perf_counter() - begin}
+        decoder._warm_up()  # compiles what is left, as generate's first round does
+    result["warmup_s"] = time.perf_counter() - begin + sum(result["first_call_s"].values())
     for name, fn in (("draft", draft), ("verify", decoder._verify), ("round", whole_round)):
         decoder.cache.lengths.fill_(length)
         result[f"{name}_ms"] = median_ms(fn, repeats, device)
@@ -126,15 +158,17 @@ def main(argv=None) -> dict:
 def write_results(args, device, dtype, tree, rows) -> dict:
     lines = [f"context {args.length}, SmolLM2 shape (random {dtype} weights), shipped draft config, median of "
              f"{args.repeats} replays each", "",
-             "| round | nodes | round ms | draft ms | verify ms | rest (walk, commit) ms | walk alone ms | warm-up s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| round | nodes | round ms | draft ms | verify ms | rest (walk, commit) ms | walk alone ms | warm-up s "
+             "| first call s: draft / verify / walk / commit |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['nodes']} | failed: {r['error'][:200]} | | | | | |")
+            lines.append(f"| {r['variant']} | {r['nodes']} | failed: {r['error'][:200]} | | | | | | |")
             continue
         walk_alone = f"{r['walk_alone_ms']:.3f}" if "walk_alone_ms" in r else "-"
+        first = " / ".join(f"{seconds:.1f}" for seconds in r["first_call_s"].values())
         lines.append(f"| {r['variant']} | {r['nodes']} | {r['round_ms']:.3f} | {r['draft_ms']:.3f} | "
-                     f"{r['verify_ms']:.3f} | {r['rest_ms']:.3f} | {walk_alone} | {r['warmup_s']:.1f} |")
+                     f"{r['verify_ms']:.3f} | {r['rest_ms']:.3f} | {walk_alone} | {r['warmup_s']:.1f} | {first} |")
     result = {"machine": machine_info(device), "length": args.length, "repeats": args.repeats, "rows": rows,
               "temperature": TEMPERATURE, "tree_widths": list(tree.widths)}
     out = Path(args.out)
