@@ -32,6 +32,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper
 
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
+from hf_longspec.demo import timed
 from hf_longspec.generation import TreeLayout
 from hf_longspec.generation.acceptance import greedy_accept
 from hf_longspec.generation.sampled_accept import DeviceWarpers, sampled_walk
@@ -54,28 +55,16 @@ def median_ms(fn, repeats: int, device) -> float:
 def first_call_parts(decoder, draft, device, sampled: bool) -> dict:
     """Seconds of each part's first call (its compile, where the round compiles: a first call's cost), in round
     order. In one process a later variant finds what an earlier one compiled (dynamo's and inductor's caches)."""
-    def timed(fn):
-        synchronize(device)
-        begin = time.perf_counter()
-        out = fn()
-        synchronize(device)
-        return out, time.perf_counter() - begin
-
     parts = {}
-    _, parts["draft"] = timed(draft)
-    logits, parts["verify"] = timed(decoder._verify)
+    _, parts["draft"] = timed(draft, device)
+    logits, parts["verify"] = timed(decoder._verify, device)
     if sampled:
-        paths, parts["walk"] = timed(lambda: decoder._sample_accept(decoder.layout, decoder.tree, logits,
-                                                                    decoder.warpers))
+        walk = lambda: decoder._sample_accept(decoder.layout, decoder.tree, logits, decoder.warpers)  # noqa: E731
     else:
-        paths, parts["walk"] = timed(lambda: greedy_accept(decoder.layout, decoder.tree, logits))
-    _, parts["commit"] = timed(lambda: decoder._keep_paths(paths))
+        walk = lambda: greedy_accept(decoder.layout, decoder.tree, logits)  # noqa: E731
+    paths, parts["walk"] = timed(walk, device)
+    _, parts["commit"] = timed(lambda: decoder._keep_paths(paths), device)
     return parts
-
-
-def synchronize(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def round_costs(decoder, length: int, repeats: int, device, sampled: bool) -> dict:
