@@ -10,7 +10,9 @@ compiled as generate() compiles on CUDA. Rounds:
 - greedy: the default tree and its 32-token lookup chain (a greedy call's round);
 - sampled (temperature 0.8) with the same chain (a sampled call's round since the forty-eighth session), its walk
   compiled whole as the round compiles it, and eager;
-- sampled without the chain (``longspec_lookup_tokens=0``; a sampled call's round until then).
+- sampled without the chain (``longspec_lookup_tokens=0``; a sampled call's round until then);
+- greedy uncompiled (``longspec_compile=False``: captured, not compiled), and with its drafting compiled alone
+  (the decoder's ``compile_verify=False``): what a first call saves against what each round then costs.
 The forty-seventh session's variants (each depth's tries compiled; the walk and the commit compiled as well) ran
 once on an H100 (docs/results/session48_2026-12-06/) and went with the code they timed.
 Each also has its drafting and its verification forward captured alone, so the walk's share is
@@ -112,21 +114,25 @@ def main(argv=None) -> dict:
     tree = TreeLayout(tuple(draft.config.tree_widths), rerank_leaves=draft.config.tree_rerank_leaves)
     warpers = DeviceWarpers((TemperatureLogitsWarper(TEMPERATURE),))
     chained = tree.with_lookup(draft.config.lookup_tokens)
-    variants = {  # name: (layout, sampled, the walk a sampled decoder runs)
-        "greedy (tree + 32-token chain)": (chained, False, None),
-        "sampled (tree + 32-token chain), walk compiled whole": (chained, True, sampled_walk(cuda)),
-        "sampled (tree + 32-token chain), walk eager": (chained, True, sampled_walk(False)),
-        "sampled, tree alone": (tree, True, sampled_walk(cuda)),
+    variants = {  # name: (layout, sampled, the walk a sampled decoder runs, what compiles: drafting, verification)
+        "greedy (tree + 32-token chain)": (chained, False, None, (cuda, cuda)),
+        "sampled (tree + 32-token chain), walk compiled whole": (chained, True, sampled_walk(cuda), (cuda, cuda)),
+        "sampled (tree + 32-token chain), walk eager": (chained, True, sampled_walk(False), (cuda, cuda)),
+        "sampled, tree alone": (tree, True, sampled_walk(cuda), (cuda, cuda)),
+        # longspec_compile=False: the round captured uncompiled (what a first call saves, what a round then costs)
+        "greedy (tree + 32-token chain), uncompiled": (chained, False, None, (False, False)),
+        "greedy (tree + 32-token chain), drafting compiled, verification eager": (chained, False, None, (cuda, False)),
     }
     unknown = set(args.variants or ()) - set(variants)
     if unknown:
         raise SystemExit(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
     rows, result = [], {}
-    for name, (layout, sampled, walk) in variants.items():
+    for name, (layout, sampled, walk, (compile_draft, compile_verify)) in variants.items():
         if args.variants and name not in args.variants:
             continue
         options = {"sampling": True, "warpers": warpers} if sampled else {}
-        decoder = filled_decoder(target, draft, layout, args.length, device, compile=cuda, **options)
+        decoder = filled_decoder(target, draft, layout, args.length, device, compile=compile_draft,
+                                 compile_verify=compile_verify, **options)
         if walk is not None:
             decoder._sample_accept = walk
         try:
