@@ -1,5 +1,7 @@
 """The README's main job (`hf-longspec run`) end to end on the embedded target, with the options users reach."""
 
+import pytest
+
 from hf_longspec import cli, demo
 
 
@@ -74,3 +76,25 @@ def test_the_report_says_when_a_call_drafted_no_tree():
     assert report.tree_line() == "tree: none (the call decoded without speculation)"
     assert demo.RunReport(4, 2, 0.1, 0.1, 1.0, 1.0, True, {"tree_widths": [2, 2], "lookup_tokens": 0}, "d").tree_line() \
         == "tree: 2-2 nodes per depth"
+
+
+def test_the_main_job_refuses_a_prompt_past_the_targets_positions_before_generating(embedded, monkeypatch, capsys):
+    """`hf-longspec run --prompt-tokens 8100` (+ 128 new tokens) asks for more positions than SmolLM2's 8192: the
+    command says which two arguments and the target's limit, exit 2, without a traceback and before any generate
+    call (before, vanilla's warm-up and timed calls ran past the limit first and LongSpec's call refused last)."""
+    monkeypatch.setattr(demo, "load_embedded_target", lambda device=None, dtype=None: embedded)
+    target, _ = embedded
+
+    class GenerateReached(Exception):
+        pass
+
+    def no_generate(model, *args, **kwargs):
+        raise GenerateReached
+
+    monkeypatch.setattr(type(target), "generate", no_generate)
+    assert cli.main(["run", "--prompt-tokens", "8100", "--max-new-tokens", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "--prompt-tokens 8100 + --max-new-tokens 128 = 8228 positions" in err, err
+    assert "max_position_embeddings (8192)" in err and "Traceback" not in err
+    with pytest.raises(GenerateReached):  # at the limit the job goes on to generate
+        cli.main(["run", "--prompt-tokens", "8064", "--max-new-tokens", "128"])

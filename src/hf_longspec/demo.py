@@ -14,6 +14,7 @@ import torch
 from .bench.probes import FirstTokenClock
 from .corpus import long_prompt_ids
 from .embedded import load_embedded_draft, load_embedded_target
+from .errors import CommandLineError
 from .modeling_longspec import LongSpecDraftModel
 
 
@@ -112,12 +113,24 @@ def load_draft_for(target, draft: str) -> tuple[LongSpecDraftModel, str]:
     return loaded.bind(target), draft
 
 
+def check_positions(target, prompt_tokens: int, max_new_tokens: int) -> None:
+    """Refuse a job longer than the target's positions before any call runs: vanilla's calls would run past the
+    limit first (transformers only warns), and LongSpec's refuse it last."""
+    positions = target.config.get_text_config().max_position_embeddings
+    if prompt_tokens + max_new_tokens > positions:
+        raise CommandLineError(
+            f"--prompt-tokens {prompt_tokens} + --max-new-tokens {max_new_tokens} = {prompt_tokens + max_new_tokens} "
+            f"positions exceeds the target's max_position_embeddings ({positions}); allowed: a sum of at most "
+            f"{positions}.")
+
+
 def run_main_job(prompt_tokens: int = 4000, max_new_tokens: int = 128, kind: str = "code", draft: str = "embedded",
                  device: str | None = None, seed: int = 0, dtype: str | None = None,
                  lookup_tokens: int | None = None, cross_attention_window: int | None = None,
                  tree_widths: list[int] | None = None, plain_steps: bool | None = None,
                  rerank_leaves: bool | None = None) -> RunReport:
     target, tokenizer = load_embedded_target(device=device, dtype=getattr(torch, dtype) if dtype else None)
+    check_positions(target, prompt_tokens, max_new_tokens)
     device = target.device
     drafter, source = load_draft_for(target, draft)
     ids = torch.tensor([long_prompt_ids(tokenizer, prompt_tokens, kind=kind, split="eval", seed=seed)], device=device)

@@ -36,4 +36,5 @@ class TrainingRecipeError(LongSpecError):
 
 
 class CommandLineError(LongSpecError):
-    """A command-line argument that is wrong; found before anything is loaded."""
+    """A command-line argument that is wrong; found before anything runs (at most the target is loaded, to read a
+    limit of its own)."""
