@@ -4,6 +4,8 @@
 # (longspec_rerank_leaves) and without, side by side in one run: the draft alone (--lookup-tokens 0) and the default
 # decoder (the 32-token chain). Twelve processes share the GPU (ARMS="tree tree_rerank": the draft alone only, six).
 # The arms tree_rerank24 and tree_rerank32 (forty-fourth session) re-rank 24 or 32 leaves (77 or 85 rows verified).
+# LENGTHS (default "2048 4096 8000") picks the context lengths; the fifty-first session ran LENGTHS=1024 (the GPU's
+# 1k point of the shipped config, each prompt the tail of its 8000-token one).
 # After parking a, a2..a5 (device README):
 #   carry [".carry/b"]: source benchmarks/device/setup_model.sh && bash benchmarks/device/call43_rerank.sh
 set -u
@@ -14,7 +16,7 @@ trap 'tar czf "$OUT/call43.tgz" -C /tmp c43' EXIT
 cell() {
   local name=$1; shift
   PYTHONPATH=/tmp/site:src timeout -k 5 "${LIMIT:-500}" python benchmarks/tau_curve.py --out "$D/$name" --align end \
-    --prompts 24 --new-tokens 128 --no-compile --suffix-of 8000 --lengths 2048 4096 8000 "$@" > "$D/$name.log" 2>&1 &
+    --prompts 24 --new-tokens 128 --no-compile --suffix-of 8000 --lengths ${LENGTHS:-2048 4096 8000} "$@" > "$D/$name.log" 2>&1 &
 }
 declare -A ARM_OPTIONS=([tree]="--lookup-tokens 0 --no-rerank-leaves" [tree_rerank]="--lookup-tokens 0 --rerank-leaves"
                         [dec]="--lookup-tokens 32 --no-rerank-leaves" [dec_rerank]="--lookup-tokens 32 --rerank-leaves"
