@@ -121,6 +121,40 @@ def test_bench_cli_quick_on_the_embedded_target(embedded, tmp_path, monkeypatch,
     assert model.config._attn_implementation == hybrid_name_for(attention_before)
 
 
+def test_bench_refuses_new_tokens_and_sizes_it_cannot_run_before_generating(embedded, tmp_path, monkeypatch, capsys):
+    """`hf-longspec bench --max-new-tokens 9000` leaves no room for a prompt within SmolLM2's 8192 positions, and
+    0 new tokens, 0 prompts or a prompt of 0 tokens are no benchmark: each exits 2 naming the argument and what is
+    allowed, without a traceback, before any generate call and without writing results (before, a traceback from
+    the embedding of an empty prompt, or from transformers' own check)."""
+    from hf_longspec import cli
+    from hf_longspec.bench import harness
+
+    class GenerateReached(Exception):
+        pass
+
+    def no_generate(model, *args, **kwargs):
+        raise GenerateReached
+
+    model, _ = embedded
+    monkeypatch.setattr(harness, "load_target", lambda args: embedded)
+    monkeypatch.setattr(type(model), "generate", no_generate)
+    out = tmp_path / "results"
+    refused = {("--max-new-tokens", "9000"): "--max-new-tokens 9000 leaves no room for a prompt within the "
+                                             "target's max_position_embeddings (8192); allowed: at most 8191",
+               ("--max-new-tokens", "0"): "--max-new-tokens 0: allowed: an int >= 1",
+               ("--warmup-new-tokens", "0"): "--warmup-new-tokens 0: allowed: an int >= 1",
+               ("--prompts-per-length", "0"): "--prompts-per-length 0: allowed: an int >= 1",
+               ("--lengths", "256", "-5"): "--lengths -5: allowed: an int >= 1"}
+    for arguments, message in refused.items():
+        assert cli.main(["bench", "--quick", "--output", str(out), "--no-progress", *arguments]) == 2, arguments
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (arguments, err)
+    assert not out.exists()
+    with pytest.raises(GenerateReached):  # the largest allowed new-token count goes on to generate
+        cli.main(["bench", "--quick", "--output", str(out), "--no-progress", "--draft", "untrained",
+                  "--max-new-tokens", "8191"])
+
+
 def test_scale_study_quick(tmp_path, monkeypatch, capsys):
     """The scale study's CPU smoke run: the round is LongSpecDecoder's, parts and whole are reported."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")

@@ -190,6 +190,9 @@ def cmd_bench(args) -> int:
 
     check_target_arg(args.target, args.gguf_file)
     check_draft_arg(args.draft)
+    asked = {name: getattr(args, name) for name in ("prompts_per_length", "max_new_tokens", "warmup_new_tokens")}
+    _check_positive(**{name: value for name, value in asked.items() if value is not None},
+                    **{"lengths": length for length in args.lengths or ()})
     return bench_main(args)
 
 

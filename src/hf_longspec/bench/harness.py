@@ -25,6 +25,7 @@ from .runner import BenchSettings, run_methods
 from .summary import markdown_table, summarize
 from .traffic import kv_bytes_per_token, weight_bytes
 from ..corpus import KINDS
+from ..errors import CommandLineError
 from ..publishing.weights_digest import model_weights_digest
 from .workloads import WORKLOAD_KINDS, build_workloads
 
@@ -77,7 +78,11 @@ def load_target(args):
 
 
 def _fit_lengths(lengths, max_new_tokens: int, max_positions: int, notes: list[str]) -> list[int]:
+    """Prompt lengths cut to what leaves room for the new tokens; refuses new tokens that leave none."""
     limit = max_positions - max_new_tokens
+    if limit < 1:
+        raise CommandLineError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt within the target's "
+                               f"max_position_embeddings ({max_positions}); allowed: at most {max_positions - 1}.")
     fitted = sorted({min(length, limit) for length in lengths})
     if any(length > limit for length in lengths):
         notes.append(f"prompt lengths above {limit} (max positions {max_positions} - {max_new_tokens} new tokens) "
