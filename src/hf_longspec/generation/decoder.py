@@ -25,6 +25,7 @@ from ..attention import PREFIX_LENGTHS_KWARG, TREE_MASK_KWARG
 from ..draft_state import DraftStepContext
 from ..target_support import cache_argument_name
 from .acceptance import AcceptedPaths, PathVerifier, VerifiedPath, greedy_accept
+from .compile_policy import CompileRental
 from .draft_tree import TreeBuffers, TreeDrafter, TreeLayout
 from .lookup import PromptLookup
 from .sampled_accept import DeviceWarpers, sampled_walk
@@ -46,7 +47,7 @@ class LongSpecDecoder:
     def __init__(self, draft, layout: TreeLayout, capacity: int, batch_size: int = 1,
                  verify_mode: str = "hybrid", use_cuda_graphs: bool = True, sampling: bool = False,
                  compile: bool = False, compile_verify: bool | None = None, warpers: DeviceWarpers | None = None,
-                 cross_attention_window: int | str | None = "config"):
+                 cross_attention_window: int | str | None = "config", rental: CompileRental | None = None):
         target = draft.target
         config = target.config.get_text_config()
         weight = target.get_input_embeddings().weight
@@ -98,17 +99,31 @@ class LongSpecDecoder:
         # compile_verify=False compiles the drafting alone (None: as `compile`): a large target's
         # verification is bound by its GEMMs, and compiled it ran slower (8B shape, 32k, 2026-12-01:
         # 13.02 against 11.21 ms), while the one-layer draft gained (3.32 against 4.12 ms).
+        # ``rental`` (longspec_compile="auto"): built uncompiled, it compiles once its rounds have paid for it
+        # (compile_policy.py); ``compile_verify`` then says what it compiles.
+        self.rental, self._compile_verify_asked = rental, compile_verify
+        self._use_compiled(compile, compile_verify)
+        # the greedy walk and the commit stay eager inside the captured round: compiled, they saved nothing (a greedy
+        # round 3.68 against 3.66 ms, a sampled one 4.50 against 4.31 ms on an H100 at 8k, forty-eighth session)
+        self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
+        self.busy = False
+        self.capture_seconds = None  # how long the first capture took (None: not captured yet)
+
+    def _use_compiled(self, compile: bool, compile_verify: bool | None) -> None:
+        """Compile the drafting and the verification (``compile_verify`` None: as the drafting), or run them eagerly."""
         self.compiled = compile
         self.verify_compiled = compile if compile_verify is None else bool(compile and compile_verify)
         self._verify = torch.compile(self._verify_forward) if self.verify_compiled else self._verify_forward
         self._draft_greedy = torch.compile(self._draft_greedy_eager) if compile else self._draft_greedy_eager
         self._draft_sampled = torch.compile(self._draft_sampled_eager) if compile else self._draft_sampled_eager
         self._sample_accept = sampled_walk(compile)  # the sampled tree walk, fused when compiling
-        # the greedy walk and the commit stay eager inside the captured round: compiled, they saved nothing (a greedy
-        # round 3.68 against 3.66 ms, a sampled one 4.50 against 4.31 ms on an H100 at 8k, forty-eighth session)
-        self.warmup_seconds = None  # the first round's time, compile included (None: not run yet)
-        self.busy = False
-        self.capture_seconds = None  # how long the first capture took (None: not captured yet)
+
+    def start_compiling(self) -> None:
+        """Compile from the next round on (its rental paid): that round warms up compiled and is captured again.
+        The buffers stay, so a call goes on where it was, with the same output."""
+        self.rental = None
+        self._use_compiled(True, self._compile_verify_asked)
+        self.warmup_seconds, self._graph = None, None
 
     # ------------------------------------------------------------------ setup per generate() call
     @torch.no_grad()
@@ -276,9 +291,7 @@ class LongSpecDecoder:
                     raise
                 warnings.warn(f"torch.compile of the LongSpec round failed ({type(error).__name__}: {error}); "
                               "running it uncompiled (pass longspec_compile=False to skip compiling).")
-                self.compiled = self.verify_compiled = False
-                self._verify, self._draft_greedy = self._verify_forward, self._draft_greedy_eager
-                self._draft_sampled, self._sample_accept = self._draft_sampled_eager, sampled_walk(False)
+                self._use_compiled(False, False)
                 self.round()
         if cuda:
             torch.cuda.current_stream(self.device).wait_stream(stream)

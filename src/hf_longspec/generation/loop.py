@@ -20,6 +20,7 @@ from ..target_support import cache_argument_name, cache_from_model_kwargs
 from .acceptance import PathVerifier, first_child_flags
 from .checks import (asked, check_lookup, check_request, cross_attention_window_for, lookup_chains_for, plain_steps_for,
                      rerank_leaves_for)
+from .compile_policy import COMPILE_AUTO, CompileRental, check_compile_option
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
 from .plain_steps import PlainStepPolicy
@@ -84,11 +85,12 @@ IDLE_DECODERS_KEPT = 4
 
 
 def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str, use_graphs: bool,
-                     sampling: bool, compile: bool, batch_size: int = 1, compile_verify: bool = True,
+                     sampling: bool, compile: bool | str, batch_size: int = 1, compile_verify: bool = True,
                      warpers: DeviceWarpers | None = None, cross_attention_window: int | None = None) -> LongSpecDecoder:
     """A free decoder of this shape bucket from the draft's pool (built once, reused across calls;
     concurrent calls get separate ones). Building a new one first drops the least recently used idle
-    decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory."""
+    decoders beyond ``IDLE_DECODERS_KEPT - 1``, and all idle ones if the GPU runs out of memory.
+    ``compile`` "auto": built uncompiled, compiling once its rounds have paid for it (compile_policy.py)."""
     weight = draft.target.get_input_embeddings().weight
     key = (id(draft.target), weight.dtype, weight.device, layout, capacity, batch_size, verify_mode, use_graphs,
            sampling, compile, compile and compile_verify, warpers.key if warpers is not None else None,
@@ -103,10 +105,11 @@ def _acquire_decoder(draft, layout: TreeLayout, capacity: int, verify_mode: str,
         _drop_idle(pools, keep=IDLE_DECODERS_KEPT - 1)
 
     def build():
+        rental = CompileRental.for_round(compile_verify) if compile == COMPILE_AUTO else None
         return LongSpecDecoder(draft, layout, capacity, batch_size=batch_size, verify_mode=verify_mode,
-                               use_cuda_graphs=use_graphs, sampling=sampling, compile=compile,
+                               use_cuda_graphs=use_graphs, sampling=sampling, compile=compile is True,
                                compile_verify=compile_verify, warpers=warpers,
-                               cross_attention_window=cross_attention_window)
+                               cross_attention_window=cross_attention_window, rental=rental)
 
     try:
         decoder = build()
@@ -174,7 +177,7 @@ def longspec_generate(
     longspec_plain_steps: bool | None = None,
     longspec_verify_attention: str = "hybrid",
     longspec_cuda_graphs: bool = True,
-    longspec_compile: bool | None = None,
+    longspec_compile: bool | str | None = None,
     longspec_stop_strings=None,
     longspec_tokenizer=None,
     longspec_return_cache: bool = True,
@@ -208,7 +211,9 @@ def longspec_generate(
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
-        bytes, bounds it (SmolLM2; not the Llama-3.1-8B shape, where compiled it ran slower).
+        bytes, bounds it (SmolLM2; not the Llama-3.1-8B shape, where compiled it ran slower). "auto": the
+        same, but only once the rounds run uncompiled have lost what compiling costs (compile_policy.py):
+        a short call never waits for the compiler, a long run compiles on the way, the output unchanged.
     longspec_return_cache: write the committed KV back into generate's cache at the end (always done with
         return_dict_in_generate). The routing generate() passes True only when the caller handed in a
         cache: otherwise nobody reads it, and writing it would hold every row's KV twice at the end.
@@ -220,6 +225,7 @@ def longspec_generate(
         raise UnsupportedGenerationError("synced_gpus is not supported with LongSpec speculation.")
     check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention,
                   longspec_tree_widths, longspec_max_nodes, logits_processor, longspec_streamer)
+    check_compile_option(longspec_compile, tensor_parallel=draft._head_shard is not None)
     stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None)
@@ -325,11 +331,12 @@ def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs
     compile_round = compile_option if compile_option is not None else default_compile
     # by default the verification is compiled only where launch latency binds it (SmolLM2: fused
     # small kernels pay); a target bound by its bytes keeps cuBLAS GEMMs (roofline.latency_bound)
-    compile_verify = compile_option if compile_option is not None else \
+    compile_verify = compile_option if compile_option in (True, False) else \
         latency_bound(draft.target, generation_config.max_length, input_ids.shape[0])
-    return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample,
-                            bool(compile_round) and not on_host, input_ids.shape[0], bool(compile_verify), warpers,
-                            window)
+    if on_host or compile_round != COMPILE_AUTO:  # host-walked rounds run eagerly
+        compile_round = bool(compile_round) and not on_host
+    return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample, compile_round,
+                            input_ids.shape[0], bool(compile_verify), warpers, window)
 
 
 def _hand_back_prompt(decoder: LongSpecDecoder, input_ids, attention_mask, destination) -> None:
@@ -367,6 +374,7 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
     drafter = decoder.host_drafter(processors, do_sample) if on_host else None
     verifier = PathVerifier(processors, do_sample, keep_scores) if on_host else None
     had_graph, had_warm_up = decoder._graph is not None, decoder.warmup_seconds is not None
+    ran_compiled = decoder.compiled and had_warm_up  # compiled code warmed up (built) before this call
     drafted = decoder.layout.num_nodes - 1
     padding = [input_ids.shape[1] - int(m.sum()) for m in attention_mask] if attention_mask is not None else None
     active = [not e.finished for e in emitters]
@@ -404,10 +412,13 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
                        padding)
     stats.cuda_graphs = decoder._graph is not None
     stats.host_walked = on_host
-    stats.compiled, stats.verify_compiled = decoder.compiled, decoder.verify_compiled
+    # longspec_compile="auto" may switch after a call's last round: its compiled code is built by the next round
+    stats.compiled = decoder.compiled and decoder.warmup_seconds is not None
+    stats.verify_compiled = stats.compiled and decoder.verify_compiled
+    stats.compiled_during_call = stats.compiled and not ran_compiled
     if decoder._graph is not None and not had_graph:
         stats.capture_seconds = decoder.capture_seconds
-    if not had_warm_up:
+    if not had_warm_up or stats.compiled_during_call:
         stats.warmup_seconds = decoder.warmup_seconds
 
 
@@ -420,10 +431,12 @@ def _device_step(decoder: LongSpecDecoder, policy: PlainStepPolicy | None, activ
     timed = decoder.warmup_seconds is not None and (decoder._graph is not None or not decoder.use_cuda_graphs)
     begin = time.perf_counter()
     result = (decoder.run_plain_step() if plain else decoder.run_round()).tolist()
+    seconds = time.perf_counter() - begin
     rows = [(row, r[2 : 2 + r[0]], r[1] & 1, r[1] >> 1, None, None) for row, r in enumerate(result) if active[row]]
     if policy is not None:
-        policy.record(plain, sum(len(row[1]) for row in rows), time.perf_counter() - begin, timed,
-                      chain_hit=any(row[3] for row in rows))
+        policy.record(plain, sum(len(row[1]) for row in rows), seconds, timed, chain_hit=any(row[3] for row in rows))
+    if timed and not plain and decoder.rental is not None and decoder.rental.record(seconds):
+        decoder.start_compiling()  # longspec_compile="auto": the next round compiles
     return plain, rows
 
 

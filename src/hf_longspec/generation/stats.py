@@ -24,6 +24,8 @@ class LongSpecStats:
     host_walked: bool = False  # whether the host walked each tree (processors that read the text, scores)
     compiled: bool = False  # whether the round's drafting ran torch.compile'd code
     verify_compiled: bool = False  # whether its verification forward did (by default: latency-bound targets only)
+    compiled_during_call: bool = False  # whether this call built the compiled code (a first call; with "auto", the
+    # call whose rounds paid for compiling, or the one after where the switch came after the last round)
     warmup_seconds: float | None = None  # first round of a new decoder, compile included (None: reused one)
     capture_seconds: float | None = None  # CUDA-graph capture time (None: no capture in this call)
     cross_attention_window: int | None = None  # newest target entries the draft read besides its anchors (None: all)
@@ -56,6 +58,7 @@ class LongSpecStats:
             "host_walked": self.host_walked,
             "compiled": self.compiled,
             "verify_compiled": self.verify_compiled,
+            "compiled_during_call": self.compiled_during_call,
             "warmup_seconds": self.warmup_seconds,
             "capture_seconds": self.capture_seconds,
             "cross_attention_window": self.cross_attention_window,

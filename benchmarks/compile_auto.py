@@ -1,0 +1,92 @@
+"""What a user's first calls cost with each compile choice: one choice per fresh process (run each with fresh
+inductor and Triton cache folders for a cold machine), its calls timed one by one.
+
+    PYTHONPATH=src python benchmarks/compile_auto.py --out DIR --compile auto [--calls 3] [--prompt-tokens 4000]
+        [--new-tokens 128] [--dtype bfloat16] [--price SECONDS] [--check-exact]
+    PYTHONPATH=src python benchmarks/compile_auto.py --out DIR --compile auto --device cpu --prompt-tokens 300 \
+        --new-tokens 16 --calls 2 --price 0 --dtype float32 --check-exact  # smoke
+
+Choices: ``vanilla`` (generate with ``cache_implementation="static"``, which transformers compiles: the baseline
+of record), and LongSpec's ``longspec_compile`` True (the default on CUDA), False and "auto" (ski rental:
+generation/compile_policy.py). SmolLM2's shape with random weights (a first call's compile and a round's cost do
+not depend on the weights) and the shipped draft; a random target never stops early, so every call makes its
+new tokens, and the draft's tau is about 1 (more rounds per token than with the real target).
+``--price S`` sets compile_policy's prices of compiling to S seconds, so that "auto" switches in the middle of a
+call instead of after about two minutes of rounds. ``--check-exact`` also runs vanilla greedy generate of the
+same prompts (eager, dynamic cache) and compares each call's tokens (use float32: in bf16 a verification over
+many rows may round apart from one-token decoding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from hf_longspec import LongSpecDraftModel
+from hf_longspec.bench.machine import machine_info
+from hf_longspec.demo import timed
+from hf_longspec.generation import compile_policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sampled_round_cost import DRAFT, SMOLLM2  # noqa: E402
+from scale_study import random_target  # noqa: E402
+
+CHOICES = {"vanilla": None, "True": True, "False": False, "auto": "auto"}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--compile", choices=list(CHOICES), required=True)
+    parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--prompt-tokens", type=int, default=4000)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--price", type=float, default=None, help="compile_policy's prices of compiling, in seconds")
+    parser.add_argument("--check-exact", action="store_true")
+    args = parser.parse_args(argv)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    if args.price is not None:
+        compile_policy.COMPILE_ALL_SECONDS = compile_policy.COMPILE_DRAFTING_SECONDS = args.price
+    target = random_target(SMOLLM2, device, dtype)
+    draft = LongSpecDraftModel.from_pretrained(str(DRAFT), dtype=dtype).to(device).eval().bind(target)
+    generator = torch.Generator().manual_seed(0)
+    common = dict(max_new_tokens=args.new_tokens, do_sample=False)
+    rows = []
+    for call in range(args.calls):
+        ids = torch.randint(0, SMOLLM2["vocab_size"], (1, args.prompt_tokens), generator=generator).to(device)
+        if args.compile == "vanilla":
+            out, seconds = timed(lambda: target.generate(ids, cache_implementation="static", **common), device)
+            row = {"call": call, "seconds": seconds}
+        else:
+            out, seconds = timed(lambda: target.generate(ids, assistant_model=draft, longspec_compile=CHOICES[args.compile],
+                                                         **common), device)
+            stats = draft.last_stats
+            row = {"call": call, "seconds": seconds, "rounds": stats.rounds, "tau": stats.tau,
+                   "compiled": stats.compiled, "verify_compiled": stats.verify_compiled,
+                   "compiled_during_call": stats.compiled_during_call, "cuda_graphs": stats.cuda_graphs,
+                   "warmup_seconds": stats.warmup_seconds, "capture_seconds": stats.capture_seconds}
+        row["new_tokens"] = out.shape[1] - ids.shape[1]
+        if args.check_exact:
+            row["identical_to_vanilla"] = torch.equal(out, target.generate(ids, **common))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    result = {"machine": machine_info(device, sys.argv), "compile": args.compile, "dtype": args.dtype,
+              "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "price": args.price,
+              "prices": {"compile_all_seconds": compile_policy.COMPILE_ALL_SECONDS,
+                         "compile_drafting_seconds": compile_policy.COMPILE_DRAFTING_SECONDS,
+                         "saved_by_all": compile_policy.SAVED_BY_ALL},
+              "calls": rows}
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"compile_auto_{args.compile}.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    main()
