@@ -222,3 +222,7 @@ def test_compile_auto_compiles_mid_call_once_its_rounds_have_paid_and_keeps_vani
     for wrong in ("yes", 1.5, "True"):
         with pytest.raises(UnsupportedGenerationError, match=r"longspec_compile=.*allowed: None .*True, False, or 'auto'"):
             target.generate(ids, assistant_model=fresh, longspec_compile=wrong, max_new_tokens=4, do_sample=False)
+    # the ranks of a tensor-parallel target would each time their own rounds (generate passes whether the draft is
+    # bound to one: loop.py)
+    with pytest.raises(UnsupportedGenerationError, match="tensor-parallel target: each rank would decide"):
+        compile_policy.check_compile_option("auto", tensor_parallel=True)
