@@ -182,10 +182,11 @@ def test_compile_auto_compiles_mid_call_once_its_rounds_have_paid_and_keeps_vani
     once its rounds have lost what compiling costs. At the measured prices a short call never compiles; at a price
     of nothing the switch comes after the first timed round, in the middle of the call, and the rounds after it
     (the compiled functions, here torch.compile recorded and run eagerly on the CPU) keep vanilla greedy's tokens
-    on real prose with the shipped draft; the next call reuses the compiled decoder. Anything but None, True,
+    on real prose with the shipped draft, greedy and sampled (top_k=1, whose walk is swapped too); the next call
+    reuses the compiled decoder. Anything but None, True,
     False and "auto" is refused before any forward runs (before, any truthy value compiled)."""
     from hf_longspec.errors import UnsupportedGenerationError
-    from hf_longspec.generation import compile_policy
+    from hf_longspec.generation import compile_policy, sampled_accept
 
     target, tokenizer = embedded
     draft, _ = load_draft_for(target, "embedded")
@@ -218,6 +219,12 @@ def test_compile_auto_compiles_mid_call_once_its_rounds_have_paid_and_keeps_vani
     calls = len(compiled)
     assert torch.equal(target.generate(ids, assistant_model=fresh, longspec_compile="auto", **options), reference)
     assert fresh.last_stats.compiled and not fresh.last_stats.compiled_during_call and len(compiled) == calls
+    # a sampled call's device round swaps its drafting and its walk too (top_k=1 samples greedily: vanilla's tokens)
+    monkeypatch.setattr(sampled_accept, "_compiled_walk", None)  # the module's compiled walk: restored after
+    sampled = target.generate(ids, assistant_model=fresh, longspec_compile="auto", **{**options, "do_sample": True},
+                              top_k=1)
+    assert torch.equal(sampled, reference)
+    assert fresh.last_stats.compiled_during_call and "_draft_sampled_eager" in compiled and "sample_accept" in compiled
 
     for wrong in ("yes", 1.5, "True"):
         with pytest.raises(UnsupportedGenerationError, match=r"longspec_compile=.*allowed: None .*True, False, or 'auto'"):
