@@ -314,10 +314,35 @@ def test_a_cross_attention_window_asked_of_generate_is_refused_by_name_before_an
     (["--lookup-tokens", "33"], r"draft_overrides: lookup_tokens must be an int from 0 to 32"),
     (["--noise-shift-weights", "0", "0"], r"noise_shift_weights=\[0.0, 0.0\]; allowed: None"),
     (["--no-noisy", "--noise-shift-weights", "1"], r"noise_shift_weights=\[1.0\] with noisy=False"),
+    # fifty-first session: a bad mix gave a traceback, and negative epochs "no local text for the corpus mix", both
+    # after the target had loaded
+    (["--corpus-mix", "bogus"], r"corpus_mix='bogus': bad corpus mix item 'bogus': use a preset \('wide', 'chat'\)"),
+    (["--corpus-mix", "code=-1"], r"corpus_mix='code=-1': corpus mix weights must be >= 0 and not all 0"),
+    (["--corpus-mix", "code=abc"], r"bad corpus mix weight 'code=abc': allowed: name=weight with a number >= 0"),
+    (["--corpus-max-epochs", "-1"], r"corpus_max_epochs=-1.0; allowed: a number > 0"),
 ])
 def test_cli_train_refuses_bad_settings_before_loading(tmp_path, capsys, no_loading, argv, message):
     err = _cli_error(capsys, ["train", "--output", str(tmp_path / "run"), *argv])
     assert re.search(message, err), err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--max-files", "-3"], "--max-files -3: allowed: an int >= 1."),  # before: every file but the last 3, silently
+    (["--max-files", "0"], "--max-files 0: allowed: an int >= 1."),  # before: an empty report
+    (["--max-tokens", "0", "--tokens"], "--max-tokens 0: allowed: an int >= 1."),
+    (["--corpus-max-epochs", "0"], "--corpus-max-epochs 0.0: allowed: a number > 0."),
+    (["--corpus-mix", "bogus"], "--corpus-mix 'bogus': bad corpus mix item 'bogus'"),  # before: a traceback
+])
+def test_cli_corpus_refuses_bad_settings_before_reading(capsys, no_loading, monkeypatch, argv, message):
+    """`hf-longspec corpus` names the bad argument and what is allowed, exit 2, before reading any file."""
+    import hf_longspec.corpus as corpus
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the corpus was read before the arguments were checked")
+
+    monkeypatch.setattr(corpus, "corpus_report", no_reading)
+    err = _cli_error(capsys, ["corpus", *argv])
+    assert message in err and "Traceback" not in err, err
 
 
 def test_cli_train_refuses_a_non_empty_output_folder(tmp_path, capsys, no_loading):

@@ -172,9 +172,17 @@ def cmd_train(args) -> int:
 def cmd_corpus(args) -> int:
     import json
 
-    from .corpus import SOURCES, corpus_report, format_report
+    from .corpus import SOURCES, corpus_report, format_report, parse_mix
     from .embedded import load_tokenizer
+    from .errors import CommandLineError
 
+    _check_positive(max_tokens=args.max_tokens, **({} if args.max_files is None else {"max_files": args.max_files}))
+    if not args.corpus_max_epochs > 0:
+        raise CommandLineError(f"--corpus-max-epochs {args.corpus_max_epochs}: allowed: a number > 0.")
+    try:
+        parse_mix(args.corpus_mix)
+    except ValueError as error:
+        raise CommandLineError(f"--corpus-mix {args.corpus_mix!r}: {error}") from None
     tokenizer = load_tokenizer(args.target, args.gguf_file) if args.tokens else None
     report = corpus_report(tokenizer, mix=args.corpus_mix, sources=tuple(args.sources or SOURCES),
                            max_files=args.max_files, max_tokens=args.max_tokens, max_epochs=args.corpus_max_epochs)

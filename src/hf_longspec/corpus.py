@@ -747,7 +747,11 @@ def parse_mix(spec: str | dict | None) -> dict[str, float]:
                 if not sep:
                     raise ValueError(f"bad corpus mix item {item!r}: use a preset {tuple(MIX_PRESETS)} "
                                      "or name=weight pairs, e.g. code=0.4,docs=0.3")
-                weights[name.strip()] = float(value)
+                try:
+                    weights[name.strip()] = float(value)
+                except ValueError:
+                    raise ValueError(f"bad corpus mix weight {item!r}: allowed: name=weight with a number >= 0, "
+                                     "e.g. code=0.4,docs=0.3") from None
     else:
         weights = {str(k): float(v) for k, v in spec.items()}
     unknown = [name for name in weights if name not in MIX_SOURCES]

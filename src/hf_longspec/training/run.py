@@ -142,8 +142,16 @@ class TrainRecipe:
             LongSpecDraftConfig(**self.draft_overrides)
         except ValueError as error:
             raise TrainingRecipeError(f"draft_overrides: {error}") from None
-        from ..corpus import KINDS
+        from ..corpus import KINDS, parse_mix
 
+        epochs = self.corpus_max_epochs
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not epochs > 0:
+            raise TrainingRecipeError(f"corpus_max_epochs={epochs!r}; allowed: a number > 0 (passes over a source "
+                                      "smaller than its share).")
+        try:
+            parse_mix(self.corpus_mix)
+        except ValueError as error:
+            raise TrainingRecipeError(f"corpus_mix={self.corpus_mix!r}: {error}") from None
         if self.kinds is not None and (not self.kinds or any(kind not in KINDS for kind in self.kinds)):
             raise TrainingRecipeError(f"kinds={self.kinds!r}; allowed: None (the corpus mix) or a non-empty list "
                                       f"drawn from {KINDS}.")
