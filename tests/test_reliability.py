@@ -146,6 +146,18 @@ def test_tree_option_values_are_refused(pair, options, message):
         target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, **options)
 
 
+@pytest.mark.parametrize("options", [{"longspec_cuda_graphs": "no"}, {"longspec_cuda_graphs": None},
+                                     {"longspec_compile": "no"}])
+def test_switches_that_are_not_bools_are_refused_before_anything_runs(options):
+    """A switch given a string ran as its truthiness (fifty-first session: longspec_cuda_graphs="no" captured graphs
+    on CUDA); each is refused by name with what is allowed, and no call runs (no stats)."""
+    target, draft = _target_and_draft()
+    (name, value), = options.items()
+    with pytest.raises(UnsupportedGenerationError, match=rf"^{name}={re.escape(repr(value))}; allowed: "):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)
+    assert getattr(draft, "last_stats", None) is None
+
+
 def test_tree_options_on_a_generation_config_and_the_custom_generate_route(pair):
     from hf_longspec.generation import longspec_generate
 

@@ -226,6 +226,9 @@ def longspec_generate(
     check_request(model, draft, input_ids, generation_config, model_kwargs, longspec_verify_attention,
                   longspec_tree_widths, longspec_max_nodes, logits_processor, longspec_streamer)
     check_compile_option(longspec_compile, tensor_parallel=draft._head_shard is not None)
+    if not isinstance(longspec_cuda_graphs, bool):
+        raise UnsupportedGenerationError(f"longspec_cuda_graphs={longspec_cuda_graphs!r}; allowed: True or False "
+                                         "(replay each device round as one captured CUDA graph, on CUDA).")
     stopping_criteria = with_stop_strings(stopping_criteria, longspec_stop_strings, longspec_tokenizer)
     use_hybrid_attention(model)  # a no-op unless the user changed the implementation after binding
     widths = longspec_tree_widths or getattr(generation_config, "longspec_tree_widths", None)
