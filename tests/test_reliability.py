@@ -158,6 +158,21 @@ def test_switches_that_are_not_bools_are_refused_before_anything_runs(options):
     assert getattr(draft, "last_stats", None) is None
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"prompt_lookup_num_tokens": 10}, r"^prompt_lookup_num_tokens=10 asks generate\(\) for another kind of speculation"
+                                       r".*allowed: prompt_lookup_num_tokens=None with a LongSpec draft \(its own "
+                                       r"prompt-lookup chain is longspec_lookup_tokens=K"),
+    ({"assistant_early_exit": 2}, r"^assistant_early_exit=2 asks generate\(\) for another kind of speculation"),
+])
+def test_another_speculation_method_asked_beside_the_draft_is_refused(options, message):
+    """prompt_lookup_num_tokens or assistant_early_exit beside a LongSpec draft ran LongSpec and dropped them silently
+    (fifty-first session); now refused by name, pointing at LongSpec's own chain, before anything runs."""
+    target, draft = _target_and_draft()
+    with pytest.raises(UnsupportedGenerationError, match=message):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)
+    assert getattr(draft, "last_stats", None) is None
+
+
 def test_tree_options_on_a_generation_config_and_the_custom_generate_route(pair):
     from hf_longspec.generation import longspec_generate
 

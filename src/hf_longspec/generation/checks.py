@@ -101,6 +101,13 @@ def plain_steps_for(draft, generation_config, requested, on_cpu: bool, on_host: 
     return requested
 
 
+# generate() options that pick another speculation method: a LongSpec call would silently drop them
+OTHER_SPECULATION = {
+    "prompt_lookup_num_tokens": "its own prompt-lookup chain is longspec_lookup_tokens=K, verified beside the tree",
+    "assistant_early_exit": "the draft is a separate one-layer model reading the target's cache",
+}
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
@@ -131,6 +138,14 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
             f"Beam search (num_beams={generation_config.num_beams}) cannot use a LongSpec assistant; "
             "use greedy (do_sample=False) or sampling (do_sample=True) with num_beams=1."
         )
+    for name, instead in OTHER_SPECULATION.items():
+        value = getattr(generation_config, name, None)
+        if value is not None:
+            raise UnsupportedGenerationError(
+                f"{name}={value!r} asks generate() for another kind of speculation than the LongSpec draft passed as "
+                f"assistant_model, which would ignore it; allowed: {name}=None with a LongSpec draft ({instead}), or "
+                "generate() without the draft."
+            )
     if generation_config.num_return_sequences != 1:
         raise UnsupportedGenerationError(
             f"num_return_sequences={generation_config.num_return_sequences}: LongSpec speculation returns one sequence."
