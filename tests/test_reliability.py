@@ -310,6 +310,20 @@ def test_cli_refuses_bad_draft_and_target_paths_before_loading(tmp_path, capsys,
         in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["run"], ["bench", "--output", "unused"], ["train", "--output", "unused"]])
+def test_cli_refuses_a_device_it_cannot_use_before_loading(capsys, no_loading, command):
+    """--device foo (a name torch does not know) or a CUDA device this machine lacks gave a traceback (fifty-first
+    session: "Torch not compiled with CUDA enabled" from `hf-longspec run --device cuda` on the CPU machine); now each
+    command exits 2 naming the device and what is allowed, before loading anything."""
+    err = _cli_error(capsys, [*command, "--device", "foo"])
+    assert "--device foo: not a device torch can name; allowed: cpu, cuda or cuda:N" in err and "Traceback" not in err
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = "cuda" if count == 0 else f"cuda:{count}"
+    err = _cli_error(capsys, [*command, "--device", missing])
+    assert f"--device {missing}: this machine has " in err and "allowed: " in err and "Traceback" not in err
+    assert not Path("unused").exists()
+
+
 def test_a_cross_attention_window_asked_of_generate_is_refused_by_name_before_anything_runs():
     """longspec_cross_attention_window (per call, or in the generation config) must be an int >= 0; a draft config
     whose window was set to something else after it was built is refused by name too. Nothing is left behind."""

@@ -71,6 +71,29 @@ def check_target_arg(spec: str, gguf_file: str | None, option: str = "--target")
         )
 
 
+def check_device_arg(spec: str | None) -> None:
+    """Refuse a --device that torch cannot name or this machine does not have, before any model is loaded."""
+    import torch
+
+    from .errors import CommandLineError
+
+    if spec is None:
+        return
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise CommandLineError(f"--device {spec}: not a device torch can name; allowed: cpu, cuda or cuda:N "
+                               "(or none: cuda when available, else cpu).") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise CommandLineError(f"--device {spec}: this machine has no CUDA device torch can use; allowed: cpu "
+                                   "(or none: cuda when available, else cpu).")
+        if device.index is not None and device.index >= count:
+            raise CommandLineError(f"--device {spec}: this machine has {count} CUDA device(s); allowed: cuda:0 to "
+                                   f"cuda:{count - 1}, cuda or cpu.")
+
+
 def _check_positive(**values) -> None:
     from .errors import CommandLineError
 
@@ -101,6 +124,7 @@ def cmd_run(args) -> int:
     from .demo import run_main_job
 
     check_draft_arg(args.draft)
+    check_device_arg(args.device)
     _check_positive(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
     from .errors import CommandLineError
     from .generation.lookup import MAX_LOOKUP_TOKENS, is_lookup_length
@@ -127,6 +151,7 @@ def cmd_train(args) -> int:
     from .training.run import TrainRecipe, train_draft
 
     check_target_arg(args.target, args.gguf_file)
+    check_device_arg(args.device)
     recipe = TrainRecipe(
         output_dir=args.output,
         max_steps=args.max_steps,
@@ -198,6 +223,7 @@ def cmd_bench(args) -> int:
 
     check_target_arg(args.target, args.gguf_file)
     check_draft_arg(args.draft)
+    check_device_arg(args.device)
     asked = {name: getattr(args, name) for name in ("prompts_per_length", "max_new_tokens", "warmup_new_tokens")}
     _check_positive(**{name: value for name, value in asked.items() if value is not None},
                     **{"lengths": length for length in args.lengths or ()})
