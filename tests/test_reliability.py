@@ -173,6 +173,21 @@ def test_another_speculation_method_asked_beside_the_draft_is_refused(options, m
     assert getattr(draft, "last_stats", None) is None
 
 
+def test_arguments_the_route_sets_itself_are_refused_with_the_generate_argument_to_use():
+    """longspec_streamer=... beside assistant_model=draft collided with the route's own ("got multiple values",
+    fifty-first session) and longspec_return_cache=... was replaced silently; each is refused naming generate()'s own
+    argument."""
+    from transformers import TextStreamer
+
+    target, draft = _target_and_draft()
+    with pytest.raises(UnsupportedGenerationError, match=r"^longspec_streamer: set by generate\(\) itself .*allowed: "
+                                                         r"streamer=\.\.\."):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, longspec_streamer=TextStreamer(None))
+    with pytest.raises(UnsupportedGenerationError, match=r"^longspec_return_cache: .*allowed: past_key_values="):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, longspec_return_cache=True)
+    assert getattr(draft, "last_stats", None) is None
+
+
 def test_tree_options_on_a_generation_config_and_the_custom_generate_route(pair):
     from hf_longspec.generation import longspec_generate
 

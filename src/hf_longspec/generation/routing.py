@@ -33,6 +33,16 @@ def install_longspec_generate(target) -> None:
     target._longspec_generate_installed = True
 
 
+# longspec_generate's arguments that the route fills in from generate()'s own (a caller's would collide or be replaced)
+SET_BY_ROUTING = {
+    "longspec_draft": "assistant_model=draft",
+    "longspec_streamer": "streamer=...",
+    "longspec_stop_strings": "stop_strings=... with tokenizer=...",
+    "longspec_tokenizer": "tokenizer=... with stop_strings=...",
+    "longspec_return_cache": "past_key_values=... to get the committed cache back (or return_dict_in_generate=True)",
+}
+
+
 def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
     stock_generate = type(self).generate
     if not isinstance(assistant_model, LongSpecDraftModel):
@@ -47,6 +57,12 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
             "allowed: synced_gpus=False or unset, with the target whole on each device."
         )
     options = {name: kwargs.pop(name) for name in list(kwargs) if name.startswith("longspec_")}
+    internal = [name for name in SET_BY_ROUTING if name in options]
+    if internal:
+        raise UnsupportedGenerationError(
+            f"{', '.join(internal)}: set by generate() itself with a LongSpec assistant_model; allowed: "
+            + ", ".join(SET_BY_ROUTING[name] for name in internal) + "."
+        )
     check_tree_options(options.get("longspec_tree_widths"), options.get("longspec_max_nodes"))
     # generate(inputs, generation_config, ...) may pass the config positionally
     generation_config = args[0] if args else kwargs.get("generation_config")
