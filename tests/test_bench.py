@@ -144,7 +144,8 @@ def test_bench_refuses_new_tokens_and_sizes_it_cannot_run_before_generating(embe
                ("--max-new-tokens", "0"): "--max-new-tokens 0: allowed: an int >= 1",
                ("--warmup-new-tokens", "0"): "--warmup-new-tokens 0: allowed: an int >= 1",
                ("--prompts-per-length", "0"): "--prompts-per-length 0: allowed: an int >= 1",
-               ("--lengths", "256", "-5"): "--lengths -5: allowed: an int >= 1"}
+               ("--lengths", "256", "-5"): "--lengths -5: allowed: an int >= 1",
+               ("--lengths", "-5", "256"): "--lengths -5: allowed: an int >= 1"}  # any of them, not the last only
     for arguments, message in refused.items():
         assert cli.main(["bench", "--quick", "--output", str(out), "--no-progress", *arguments]) == 2, arguments
         err = capsys.readouterr().err

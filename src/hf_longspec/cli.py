@@ -226,7 +226,7 @@ def cmd_bench(args) -> int:
     check_device_arg(args.device)
     asked = {name: getattr(args, name) for name in ("prompts_per_length", "max_new_tokens", "warmup_new_tokens")}
     _check_positive(**{name: value for name, value in asked.items() if value is not None},
-                    **{"lengths": length for length in args.lengths or ()})
+                    **({"lengths": min(args.lengths)} if args.lengths else {}))
     return bench_main(args)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import UnsupportedGenerationError
+
 COMPILE_ALL_SECONDS = 59.4 - 9.9  # what compiling the drafting and the verification adds to the first round
 COMPILE_DRAFTING_SECONDS = 29.9 - 9.9  # the drafting alone (a target bound by its bytes keeps eager GEMMs)
 SAVED_BY_ALL = 1 - 3.627 / 6.426  # the share of an uncompiled round that compiling both saves (0.44)
@@ -26,8 +28,6 @@ COMPILE_AUTO = "auto"
 def check_compile_option(value, tensor_parallel: bool = False) -> None:
     """``longspec_compile`` is None (the default), True, False or "auto"; anything else is refused, and "auto" with
     a tensor-parallel target, whose ranks would each time their own rounds and could decide apart."""
-    from ..errors import UnsupportedGenerationError
-
     if value == COMPILE_AUTO and tensor_parallel:
         raise UnsupportedGenerationError(f"longspec_compile={COMPILE_AUTO!r} with a tensor-parallel target: each rank "
                                          "would decide from its own timing when to compile; allowed there: None, True "

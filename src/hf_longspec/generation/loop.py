@@ -331,13 +331,12 @@ def _decoder_for(draft, layout, generation_config, verify_attention, cuda_graphs
     # compiled by default on CUDA, except for a tensor-parallel target: there every rank must issue the
     # same collectives, and a compile failure (eager fallback) on one rank alone would break that
     default_compile = input_ids.device.type == "cuda" and draft._head_shard is None
-    compile_round = compile_option if compile_option is not None else default_compile
+    # True, False or "auto" (checked); host-walked rounds run eagerly
+    compile_round = False if on_host else default_compile if compile_option is None else compile_option
     # by default the verification is compiled only where launch latency binds it (SmolLM2: fused
     # small kernels pay); a target bound by its bytes keeps cuBLAS GEMMs (roofline.latency_bound)
-    compile_verify = compile_option if compile_option in (True, False) else \
+    compile_verify = compile_option if isinstance(compile_option, bool) else \
         latency_bound(draft.target, generation_config.max_length, input_ids.shape[0])
-    if on_host or compile_round != COMPILE_AUTO:  # host-walked rounds run eagerly
-        compile_round = bool(compile_round) and not on_host
     return _acquire_decoder(draft, layout, capacity, verify_attention, cuda_graphs, do_sample, compile_round,
                             input_ids.shape[0], bool(compile_verify), warpers, window)
 
