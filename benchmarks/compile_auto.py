@@ -2,7 +2,7 @@
 inductor and Triton cache folders for a cold machine), its calls timed one by one.
 
     PYTHONPATH=src python benchmarks/compile_auto.py --out DIR --compile auto [--calls 3] [--prompt-tokens 4000]
-        [--new-tokens 128] [--dtype bfloat16] [--price SECONDS] [--check-exact]
+        [--new-tokens 128] [--dtype bfloat16] [--price SECONDS] [--check-exact] [--top-k K]
     PYTHONPATH=src python benchmarks/compile_auto.py --out DIR --compile auto --device cpu --prompt-tokens 300 \
         --new-tokens 16 --calls 2 --price 0 --dtype float32 --check-exact  # smoke
 
@@ -10,11 +10,14 @@ Choices: ``vanilla`` (generate with ``cache_implementation="static"``, which tra
 of record), and LongSpec's ``longspec_compile`` True (the default on CUDA), False and "auto" (ski rental:
 generation/compile_policy.py). SmolLM2's shape with random weights (a first call's compile and a round's cost do
 not depend on the weights) and the shipped draft; a random target never stops early, so every call makes its
-new tokens, and the draft's tau is about 1 (more rounds per token than with the real target).
+new tokens, but it soon repeats itself and the chain then takes most of them (tau 16-30 on an H200: few rounds
+per call, so its calls' times are not a measure of the round).
 ``--price S`` sets compile_policy's prices of compiling to S seconds, so that "auto" switches in the middle of a
 call instead of after about two minutes of rounds. ``--check-exact`` also runs vanilla greedy generate of the
 same prompts (eager, dynamic cache) and compares each call's tokens (use float32: in bf16 a verification over
-many rows may round apart from one-token decoding).
+many rows may round apart from one-token decoding). ``--top-k K`` samples (``do_sample=True, top_k=K``): the
+sampled round, whose walk "auto" compiles too; with K = 1 its tokens are greedy's, so ``--check-exact`` still
+compares them with vanilla greedy.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--price", type=float, default=None, help="compile_policy's prices of compiling, in seconds")
     parser.add_argument("--check-exact", action="store_true")
+    parser.add_argument("--top-k", type=int, default=None, help="sample with top_k=K (1: greedy's tokens)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     if args.price is not None:
@@ -57,15 +61,16 @@ def main(argv=None) -> dict:
     draft = LongSpecDraftModel.from_pretrained(str(DRAFT), dtype=dtype).to(device).eval().bind(target)
     generator = torch.Generator().manual_seed(0)
     common = dict(max_new_tokens=args.new_tokens, do_sample=False)
+    asked = common if args.top_k is None else dict(common, do_sample=True, top_k=args.top_k)
     rows = []
     for call in range(args.calls):
         ids = torch.randint(0, SMOLLM2["vocab_size"], (1, args.prompt_tokens), generator=generator).to(device)
         if args.compile == "vanilla":
-            out, seconds = timed(lambda: target.generate(ids, cache_implementation="static", **common), device)
+            out, seconds = timed(lambda: target.generate(ids, cache_implementation="static", **asked), device)
             row = {"call": call, "seconds": seconds}
         else:
             out, seconds = timed(lambda: target.generate(ids, assistant_model=draft, longspec_compile=CHOICES[args.compile],
-                                                         **common), device)
+                                                         **asked), device)
             stats = draft.last_stats
             row = {"call": call, "seconds": seconds, "rounds": stats.rounds, "tau": stats.tau,
                    "compiled": stats.compiled, "verify_compiled": stats.verify_compiled,
@@ -78,6 +83,7 @@ def main(argv=None) -> dict:
         print(json.dumps(row), flush=True)
     result = {"machine": machine_info(device, sys.argv), "compile": args.compile, "dtype": args.dtype,
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "price": args.price,
+              "top_k": args.top_k,
               "prices": {"compile_all_seconds": compile_policy.COMPILE_ALL_SECONDS,
                          "compile_drafting_seconds": compile_policy.COMPILE_DRAFTING_SECONDS,
                          "saved_by_all": compile_policy.SAVED_BY_ALL},
