@@ -173,6 +173,28 @@ def test_another_speculation_method_asked_beside_the_draft_is_refused(options, m
     assert getattr(draft, "last_stats", None) is None
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"penalty_alpha": 0.6, "top_k": 4}, r"^penalty_alpha=0\.6, top_k=4 ask generate\(\) for contrastive_search"),
+    ({"dola_layers": "low"}, r"^dola_layers='low' asks generate\(\) for dola_generation"),
+    ({"force_words_ids": [[42]]}, r"^force_words_ids=\[\[42\]\] asks generate\(\) for constrained_beam_search"),
+    ({"constraints": []}, r"^constraints=\[\] asks generate\(\) for constrained_beam_search"),
+    ({"use_mtp": True}, r"^use_mtp=True asks generate\(\) for assisted_generation"),
+])
+def test_another_decoding_method_asked_beside_the_draft_is_refused(options, message):
+    """Contrastive search, DoLa, constrained beam search and multi-token prediction beside a LongSpec draft ran plain
+    greedy LongSpec and dropped the options silently (fifty-second session; vanilla generate() runs them or says
+    why not): transformers' own get_generation_mode names the method asked for, and the call is refused with what a
+    draft allows, before anything runs. penalty_alpha with top_k=1 is greedy search for transformers too, and runs."""
+    target, draft = _target_and_draft()
+    with pytest.raises(UnsupportedGenerationError, match=message + r".*allowed with a LongSpec draft: greedy search "
+                                                         r"\(do_sample=False\) or sampling \(do_sample=True\)"):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)
+    assert getattr(draft, "last_stats", None) is None
+    out = target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, penalty_alpha=0.6,
+                          top_k=1)
+    assert torch.equal(out, target.generate(_prompt(), max_new_tokens=4, do_sample=False))
+
+
 def test_arguments_the_route_sets_itself_are_refused_with_the_generate_argument_to_use():
     """longspec_streamer=... beside assistant_model=draft collided with the route's own ("got multiple values",
     fifty-first session) and longspec_return_cache=... was replaced silently; each is refused naming generate()'s own

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from transformers.generation.configuration_utils import GenerationMode
 
 from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
@@ -107,6 +108,29 @@ OTHER_SPECULATION = {
     "assistant_early_exit": "the draft is a separate one-layer model reading the target's cache",
 }
 
+# the other decoding methods generate() picks from its options (transformers' get_generation_mode), by the options
+# that ask for them: a LongSpec call would run greedy search instead and drop them silently (beam search is refused
+# by num_beams, the other speculation methods above by name)
+OTHER_DECODING = {
+    GenerationMode.CONTRASTIVE_SEARCH: ("penalty_alpha", "top_k"),
+    GenerationMode.DOLA_GENERATION: ("dola_layers",),
+    GenerationMode.CONSTRAINED_BEAM_SEARCH: ("constraints", "force_words_ids"),
+    GenerationMode.ASSISTED_GENERATION: ("use_mtp",),  # multi-token prediction heads: another speculation
+}
+
+
+def check_decoding_method(generation_config) -> None:
+    """Greedy search or sampling, as transformers reads the config; any other method it would run is refused."""
+    mode = generation_config.get_generation_mode()
+    if mode not in OTHER_DECODING:
+        return
+    names = [name for name in OTHER_DECODING[mode] if getattr(generation_config, name, None) is not None]
+    options = ", ".join(f"{name}={getattr(generation_config, name)!r}" for name in names)
+    raise UnsupportedGenerationError(
+        f"{options} ask{'s' if len(names) == 1 else ''} generate() for {mode.value}, which a LongSpec draft does not "
+        "run (it would decode greedily and ignore them); allowed with a LongSpec draft: greedy search "
+        "(do_sample=False) or sampling (do_sample=True), or generate() without the draft for that method.")
+
 
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
@@ -146,6 +170,7 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
                 f"assistant_model, which would ignore it; allowed: {name}=None with a LongSpec draft ({instead}), or "
                 "generate() without the draft."
             )
+    check_decoding_method(generation_config)
     if generation_config.num_return_sequences != 1:
         raise UnsupportedGenerationError(
             f"num_return_sequences={generation_config.num_return_sequences}: LongSpec speculation returns one sequence."
