@@ -195,6 +195,26 @@ def test_another_decoding_method_asked_beside_the_draft_is_refused(options, mess
     assert torch.equal(out, target.generate(_prompt(), max_new_tokens=4, do_sample=False))
 
 
+@pytest.mark.parametrize("case", ["offloaded", "quantized", "offloading DynamicCache", "QuantizedCache"])
+def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allowed(case):
+    """cache_implementation="offloaded" or "quantized" (or such a cache passed in) asks generate() to keep the KV off
+    the device or quantized, to save device memory. A LongSpec call ran anyway (fifty-second session), verifying in its
+    own full-precision cache on the device and writing raw K/V back into the quantized cache's layers: the memory
+    asked for was not saved, and nothing said so. Now refused before any forward runs, naming what is allowed."""
+    from transformers.cache_utils import DynamicCache, QuantizedCache
+
+    target, draft = _target_and_draft()
+    options = {"offloaded": {"cache_implementation": "offloaded"},
+               "quantized": {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
+               "offloading DynamicCache": {"past_key_values": DynamicCache(config=target.config, offloading=True)},
+               "QuantizedCache": {"past_key_values": QuantizedCache("fp8", target.config)}}[case]
+    kind = "offloaded" if "offload" in case else "quantized"
+    with pytest.raises(UnsupportedGenerationError, match=rf"^generate\(\) prepared an? {kind} KV cache .*allowed: "
+                                                         r"cache_implementation None, 'dynamic' or 'static'"):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)
+    assert getattr(draft, "last_stats", None) is None
+
+
 def test_arguments_the_route_sets_itself_are_refused_with_the_generate_argument_to_use():
     """longspec_streamer=... beside assistant_model=draft collided with the route's own ("got multiple values",
     fifty-first session) and longspec_return_cache=... was replaced silently; each is refused naming generate()'s own

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import QuantizedCache
 from transformers.generation.configuration_utils import GenerationMode
 
 from ..errors import IncompatibleDraftError, UnsupportedGenerationError
@@ -132,6 +133,22 @@ def check_decoding_method(generation_config) -> None:
         "(do_sample=False) or sampling (do_sample=True), or generate() without the draft for that method.")
 
 
+def check_cache_keeps_kv_on_device(cache) -> None:
+    """An offloaded or quantized cache saves device memory that a LongSpec call cannot: its rounds verify in a
+    preallocated full-precision cache on the target's device (generation/tree_cache.py), so it is refused."""
+    if getattr(cache, "offloading", False):
+        kind, where = "an offloaded", "off the device (cache_implementation='offloaded' or a cache with offloading=True)"
+    elif isinstance(cache, QuantizedCache):
+        kind, where = "a quantized", "quantized (cache_implementation='quantized' or a QuantizedCache)"
+    else:
+        return
+    raise UnsupportedGenerationError(
+        f"generate() prepared {kind} KV cache ({type(cache).__name__}): it saves device memory by keeping the KV "
+        f"{where}, which a LongSpec call cannot do: its rounds verify in a preallocated full-precision cache on the "
+        "target's device; allowed: cache_implementation None, 'dynamic' or 'static', or a DynamicCache or StaticCache "
+        "without offloading passed as past_key_values.")
+
+
 def check_request(model, draft, input_ids, generation_config, model_kwargs, verify_mode, tree_widths=None,
                   max_nodes=None, logits_processor=None, streamer=None) -> None:
     """Everything that can be wrong is refused before any forward runs."""
@@ -228,6 +245,7 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
             f"LongSpec reads the prefilled KV cache layer by layer; {type(cache).__name__} has no layers "
             "(use the default DynamicCache or cache_implementation='static')."
         )
+    check_cache_keeps_kv_on_device(cache)
     if int(cache.get_seq_length()) >= input_ids.shape[1]:
         raise UnsupportedGenerationError(
             f"The cache already holds {cache.get_seq_length()} tokens for a {input_ids.shape[1]}-token input; "
