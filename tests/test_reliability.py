@@ -215,6 +215,25 @@ def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allow
     assert getattr(draft, "last_stats", None) is None
 
 
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_inputs_embeds_are_refused_since_the_prefill_reads_token_ids(with_ids):
+    """inputs_embeds beside input_ids (soft prompts, multimodal embeddings) made vanilla's prompt forward read the
+    embeddings, while a LongSpec call prefilled from the ids and emitted other tokens, silently (fifty-second session:
+    on this tiny target, embeddings that are the tokens' own plus noise changed all six tokens); inputs_embeds alone
+    failed with "The cache already holds 0 tokens for a 0-token input". Both are refused by name before any forward."""
+    target, draft = _target_and_draft()
+    ids = _prompt()
+    embeds = target.get_input_embeddings()(ids)
+    embeds = embeds + 3 * embeds.std() * torch.randn(embeds.shape, generator=torch.Generator().manual_seed(5))
+    inputs = {"input_ids": ids, "inputs_embeds": embeds} if with_ids else {"inputs_embeds": embeds}
+    vanilla = target.generate(**inputs, max_new_tokens=6, do_sample=False)
+    assert not torch.equal(vanilla[:, -6:], target.generate(ids, max_new_tokens=6, do_sample=False)[:, -6:])
+    with pytest.raises(UnsupportedGenerationError, match=r"^inputs_embeds: a LongSpec call prefills the prompt from "
+                                                         r"its token ids.*allowed: input_ids without inputs_embeds"):
+        target.generate(**inputs, assistant_model=draft, max_new_tokens=6, do_sample=False)
+    assert getattr(draft, "last_stats", None) is None
+
+
 def test_arguments_the_route_sets_itself_are_refused_with_the_generate_argument_to_use():
     """longspec_streamer=... beside assistant_model=draft collided with the route's own ("got multiple values",
     fifty-first session) and longspec_return_cache=... was replaced silently; each is refused naming generate()'s own

@@ -174,6 +174,11 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
         raise IncompatibleDraftError(
             f"vocab size mismatch: draft has {draft.config.vocab_size}, target LM head has {target_vocab}"
         )
+    if model_kwargs.get("inputs_embeds") is not None:
+        raise UnsupportedGenerationError(
+            "inputs_embeds: a LongSpec call prefills the prompt from its token ids (and drafts from them), so "
+            "embeddings other than the tokens' own (soft prompts, multimodal inputs) would not give vanilla's output; "
+            "allowed: input_ids without inputs_embeds, or generate() without the draft for inputs_embeds.")
     if generation_config.num_beams != 1:
         raise UnsupportedGenerationError(
             f"Beam search (num_beams={generation_config.num_beams}) cannot use a LongSpec assistant; "
