@@ -199,7 +199,7 @@ def test_another_decoding_method_asked_beside_the_draft_is_refused(options, mess
 def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allowed(case):
     """cache_implementation="offloaded" or "quantized" (or such a cache passed in) asks generate() to keep the KV off
     the device or quantized, to save device memory. A LongSpec call ran anyway (fifty-second session), verifying in its
-    own full-precision cache on the device and writing raw K/V back into the quantized cache's layers: the memory
+    own full-precision cache on the device and writing raw K/V into the layers of a QuantizedCache passed in: the memory
     asked for was not saved, and nothing said so. Now refused before any forward runs, naming what is allowed."""
     from transformers.cache_utils import DynamicCache, QuantizedCache
 

@@ -137,7 +137,8 @@ def check_cache_keeps_kv_on_device(cache) -> None:
     """An offloaded or quantized cache saves device memory that a LongSpec call cannot: its rounds verify in a
     preallocated full-precision cache on the target's device (generation/tree_cache.py), so it is refused."""
     if getattr(cache, "offloading", False):
-        kind, where = "an offloaded", "off the device (cache_implementation='offloaded' or a cache with offloading=True)"
+        kind = "an offloaded"
+        where = "off the device (cache_implementation='offloaded' or a cache with offloading=True)"
     elif isinstance(cache, QuantizedCache):
         kind, where = "a quantized", "quantized (cache_implementation='quantized' or a QuantizedCache)"
     else:
