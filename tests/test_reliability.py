@@ -204,10 +204,16 @@ def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allow
     from transformers.cache_utils import DynamicCache, QuantizedCache
 
     target, draft = _target_and_draft()
-    options = {"offloaded": {"cache_implementation": "offloaded"},
-               "quantized": {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
-               "offloading DynamicCache": {"past_key_values": DynamicCache(config=target.config, offloading=True)},
-               "QuantizedCache": {"past_key_values": QuantizedCache("fp8", target.config)}}[case]
+    if "uantized" in case:  # the fp8 backend needs no extra package, and transformers 5.17 lacks it
+        try:
+            QuantizedCache("fp8", target.config)
+        except ValueError as error:
+            pytest.skip(f"no fp8 KV cache quantization in this transformers: {error}")
+    options = {"offloaded": lambda: {"cache_implementation": "offloaded"},
+               "quantized": lambda: {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
+               "offloading DynamicCache": lambda: {"past_key_values": DynamicCache(config=target.config,
+                                                                                   offloading=True)},
+               "QuantizedCache": lambda: {"past_key_values": QuantizedCache("fp8", target.config)}}[case]()
     kind = "offloaded" if "offload" in case else "quantized"
     with pytest.raises(UnsupportedGenerationError, match=rf"^generate\(\) prepared an? {kind} KV cache .*allowed: "
                                                          r"cache_implementation None, 'dynamic' or 'static'"):
