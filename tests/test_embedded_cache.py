@@ -65,3 +65,18 @@ def test_the_converted_folder_is_named_by_the_gguf_s_bytes_not_its_file_time(tmp
     gguf.write_bytes(bytes(changed))
     assert loading.converted_folder(tmp_path / "cache", gguf) != first
     assert first.parent == tmp_path / "cache" and first.name.startswith(gguf.stem)
+
+
+def test_the_embedded_tokenizer_has_the_special_tokens_the_gguf_declares(embedded):
+    """SmolLM2's GGUF declares bos <|im_start|>, eos = pad <|im_end|>. transformers 5.17 (this project's lower bound,
+    the GPU machine's) built its tokenizer with eos = bos and no pad token, so padding a batch failed ("Asking to pad
+    but the tokenizer does not have a padding token": benchmarks/batch_exactness.py under 5.17, fifty-second session)
+    and a chat pipeline's tokenizer-side eos was <|im_start|>; the loader now sets them from the GGUF's ids. The
+    tokenizer's ids must be the model's own (its generation config, read from the same GGUF)."""
+    model, tokenizer = embedded
+    assert tokenizer.convert_ids_to_tokens([1, 2]) == ["<|im_start|>", "<|im_end|>"]
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 2)
+    assert tokenizer.eos_token_id == model.generation_config.eos_token_id
+    assert tokenizer.pad_token_id == model.generation_config.pad_token_id
+    padded = tokenizer.pad({"input_ids": [[5, 6, 7], [8]]}, padding_side="left", return_tensors="pt")
+    assert padded["input_ids"][1].tolist() == [2, 2, 8] and padded["attention_mask"][1].tolist() == [0, 0, 1]

@@ -132,7 +132,22 @@ def _read_gguf_model(path: Path):
 def _gguf_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    if tokenizer.pad_token is None or tokenizer.eos_token_id == tokenizer.bos_token_id:
+        _special_tokens_from_gguf(tokenizer, path)
+    return tokenizer
+
+
+def _special_tokens_from_gguf(tokenizer, path: Path) -> None:
+    """transformers 5.17 builds SmolLM2's GGUF tokenizer with eos = bos (<|im_start|>) and no pad token, where the
+    GGUF declares eos = pad = <|im_end|> (and 5.25 reads it so): set them from the ids the GGUF declares."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    declared = load_gguf_checkpoint(str(path), return_tensors=False)["tokenizer"]
+    for role in ("bos", "eos", "pad", "unk"):
+        token_id = declared.get(f"{role}_token_id")
+        if token_id is not None:
+            setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(int(token_id)))
 
 
 def load_tokenizer(spec: str = "embedded", gguf_file: str | None = None):
