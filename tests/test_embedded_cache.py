@@ -80,3 +80,23 @@ def test_the_embedded_tokenizer_has_the_special_tokens_the_gguf_declares(embedde
     assert tokenizer.pad_token_id == model.generation_config.pad_token_id
     padded = tokenizer.pad({"input_ids": [[5, 6, 7], [8]]}, padding_side="left", return_tensors="pt")
     assert padded["input_ids"][1].tolist() == [2, 2, 8] and padded["attention_mask"][1].tolist() == [0, 0, 1]
+
+
+def test_a_converted_folder_made_before_the_special_tokens_fix_is_read_with_the_gguf_s_tokens(embedded, tmp_path,
+                                                                                                 monkeypatch):
+    """A folder converted under transformers 5.17 before 8bf98b2 holds the tokenizer that version built (eos = bos,
+    no pad) and keeps its name, which is keyed by the GGUF's bytes and the transformers version: read from it, the
+    tokenizer must still get the GGUF's bos/eos/pad, or batch padding fails there as it did before the fix."""
+    _, tokenizer = embedded
+    monkeypatch.setenv("HF_LONGSPEC_CACHE", str(tmp_path))
+    folder = loading.converted_folder(tmp_path, loading.embedded_gguf_path())
+    stale = copy.deepcopy(tokenizer)
+    stale.pad_token, stale.eos_token = None, stale.bos_token
+    stale.save_pretrained(folder)
+    (folder / "config.json").write_text("{}")  # the mark of a whole folder; only the tokenizer is read here
+    assert (stale.pad_token_id, stale.eos_token_id) == (None, 1)
+
+    loaded = loading.load_tokenizer()
+    assert loaded.name_or_path == str(folder)
+    assert (loaded.bos_token_id, loaded.eos_token_id, loaded.pad_token_id) == (1, 2, 2)
+    assert loaded.pad({"input_ids": [[5, 6], [8]]}, padding_side="left")["input_ids"][1] == [2, 8]

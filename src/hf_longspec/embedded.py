@@ -132,7 +132,13 @@ def _read_gguf_model(path: Path):
 def _gguf_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    return _with_declared_special_tokens(
+        AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True), path)
+
+
+def _with_declared_special_tokens(tokenizer, path: Path):
+    """The tokenizer with the GGUF's bos/eos/pad where it lacks a pad token or has eos = bos: as transformers 5.17
+    builds it from the GGUF, and as a folder converted under 5.17 before this fix still holds it."""
     if tokenizer.pad_token is None or tokenizer.eos_token_id == tokenizer.bos_token_id:
         _special_tokens_from_gguf(tokenizer, path)
     return tokenizer
@@ -159,7 +165,8 @@ def load_tokenizer(spec: str = "embedded", gguf_file: str | None = None):
     if spec == "embedded":
         folder = converted_embedded_folder(convert=False)
         if folder is not None:
-            return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            return _with_declared_special_tokens(AutoTokenizer.from_pretrained(str(folder), local_files_only=True),
+                                                 embedded_gguf_path())
         return _gguf_tokenizer(embedded_gguf_path())
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     return AutoTokenizer.from_pretrained(spec, local_files_only=True, **extra)
