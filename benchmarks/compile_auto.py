@@ -17,7 +17,9 @@ call instead of after about two minutes of rounds. ``--check-exact`` also runs v
 same prompts (eager, dynamic cache) and compares each call's tokens (use float32: in bf16 a verification over
 many rows may round apart from one-token decoding). ``--top-k K`` samples (``do_sample=True, top_k=K``): the
 sampled round, whose walk "auto" compiles too; with K = 1 its tokens are greedy's, so ``--check-exact`` still
-compares them with vanilla greedy.
+compares them with vanilla greedy. ``--seeded`` gives every call the same prompt and seeds each alike
+(transformers' ``set_seed(0)``), and says whether each call's tokens are the first call's: with ``--top-k`` above 1 (or
+0: no top-k), whether a seeded sampled call repeats itself whether its rounds ran cold, warm or just compiled.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 
 import torch
+from transformers import set_seed
 
 from hf_longspec import LongSpecDraftModel
 from hf_longspec.bench.machine import machine_info
@@ -52,7 +55,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--price", type=float, default=None, help="compile_policy's prices of compiling, in seconds")
     parser.add_argument("--check-exact", action="store_true")
-    parser.add_argument("--top-k", type=int, default=None, help="sample with top_k=K (1: greedy's tokens)")
+    parser.add_argument("--top-k", type=int, default=None, help="sample with top_k=K (1: greedy's tokens; 0: no top-k)")
+    parser.add_argument("--seeded", action="store_true", help="one prompt, each call seeded alike: tokens repeat?")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     if args.price is not None:
@@ -62,9 +66,12 @@ def main(argv=None) -> dict:
     generator = torch.Generator().manual_seed(0)
     common = dict(max_new_tokens=args.new_tokens, do_sample=False)
     asked = common if args.top_k is None else dict(common, do_sample=True, top_k=args.top_k)
-    rows = []
+    rows, first_tokens = [], None
     for call in range(args.calls):
-        ids = torch.randint(0, SMOLLM2["vocab_size"], (1, args.prompt_tokens), generator=generator).to(device)
+        if call == 0 or not args.seeded:
+            ids = torch.randint(0, SMOLLM2["vocab_size"], (1, args.prompt_tokens), generator=generator).to(device)
+        if args.seeded:
+            set_seed(0)
         if args.compile == "vanilla":
             out, seconds = timed(lambda: target.generate(ids, cache_implementation="static", **asked), device)
             row = {"call": call, "seconds": seconds}
@@ -77,13 +84,16 @@ def main(argv=None) -> dict:
                    "compiled_during_call": stats.compiled_during_call, "cuda_graphs": stats.cuda_graphs,
                    "warmup_seconds": stats.warmup_seconds, "capture_seconds": stats.capture_seconds}
         row["new_tokens"] = out.shape[1] - ids.shape[1]
+        if args.seeded:
+            first_tokens = out if first_tokens is None else first_tokens
+            row["same_tokens_as_first_call"] = torch.equal(out, first_tokens)
         if args.check_exact:
             row["identical_to_vanilla"] = torch.equal(out, target.generate(ids, **common))
         rows.append(row)
         print(json.dumps(row), flush=True)
     result = {"machine": machine_info(device, sys.argv), "compile": args.compile, "dtype": args.dtype,
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "price": args.price,
-              "top_k": args.top_k,
+              "top_k": args.top_k, "seeded": args.seeded,
               "prices": {"compile_all_seconds": compile_policy.COMPILE_ALL_SECONDS,
                          "compile_drafting_seconds": compile_policy.COMPILE_DRAFTING_SECONDS,
                          "saved_by_all": compile_policy.SAVED_BY_ALL},

@@ -41,6 +41,8 @@ Methods, all `target.generate(...)` greedy on the same loaded model, interleaved
   default (longspec_sampled was longspec_sampled_lookup0); since the forty-eighth it verifies the draft config's
   chain, as a greedy call does (on a GPU longspec_sampled is longspec_sampled_lookup32). longspec_sampled_unranked:
   sampled without re-ranking the tree's leaves (``longspec_rerank_leaves=False``), what re-ranking changes.
+  longspec_sampled_rounds_only: sampled with ``longspec_plain_steps=False``: on a CPU, what the sampled call's plain
+  steps (priced since the fifty-third session, timed before) change.
 The two slow methods (vanilla_dynamic, longspec_eager_rounds) run in the first repeat only.
 Decode rate = (new tokens - 1) / (call time - time to the first new token), the first token being
 the prefill's. First calls (compile, capture, Triton builds) are timed and reported separately.
@@ -88,9 +90,11 @@ METHODS = {
                                   "longspec_lookup_tokens": 32},
     "longspec_sampled_unranked": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
                                   "longspec_rerank_leaves": False},
+    "longspec_sampled_rounds_only": {"assistant_model": True, "do_sample": True, "temperature": SAMPLING_TEMPERATURE,
+                                     "longspec_plain_steps": False},
 }
 SAMPLED = ("vanilla_static_sampled", "longspec_sampled", "longspec_sampled_lookup0", "longspec_sampled_lookup16",
-           "longspec_sampled_lookup32", "longspec_sampled_unranked")
+           "longspec_sampled_lookup32", "longspec_sampled_unranked", "longspec_sampled_rounds_only")
 DEFAULT_METHODS = [m for m in METHODS if m not in SAMPLED]
 VARIANTS = ("longspec_tree_", "longspec_lookup", "longspec_window", "longspec_chains", "longspec_sampled",
             "longspec_draft_", "longspec_rerank")  # rows of the second table

@@ -214,3 +214,39 @@ def test_the_main_job_report_counts_plain_steps_apart_from_tau():
     assert "plain steps (one token each, where rounds lost; not in tau): 27" in "\n".join(report.lines())
     assert "plain steps" not in "\n".join(RunReport(4000, 68, 1.0, 1.0, 9.0, 5.0, True, {**stats, "plain_steps": 0},
                                                     "shipped SmolLM2 draft").lines())
+
+
+def test_a_seeded_sampled_call_gives_the_same_tokens_however_fast_its_rounds_ran(embedded, monkeypatch):
+    """transformers users make sampling reproducible with ``set_seed``; vanilla generate is. Plain steps and rounds
+    draw their random numbers differently, so a call whose steps were chosen by wall-clock time (the policy, on by
+    default on a CPU) drew other tokens from the same seed whenever the machine ran a round faster or slower. Here
+    two calls see different clocks: seeded alike, a sampled call must give the same tokens, taking the same plain
+    steps (its policy prices rounds instead of timing them); a greedy call's policy still times them."""
+    import random
+    import types
+
+    from transformers import set_seed
+
+    target, tokenizer = embedded
+    draft, _ = load_draft_for(target, "embedded")
+    ids = torch.tensor([long_prompt_ids(tokenizer, 400, kind="prose", split="eval", seed=5)])
+
+    def with_clock(clock_seed, **options):
+        durations = random.Random(clock_seed)
+        now = [0.0]
+
+        def perf_counter():  # every interval the loop times lasts a random 1 ms to 1 s
+            now[0] += durations.uniform(0.001, 1.0)
+            return now[0]
+
+        monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=perf_counter))
+        set_seed(0)
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=40, **options)
+        return out, draft.last_stats
+
+    first, first_stats = with_clock(1, do_sample=True)
+    second, second_stats = with_clock(2, do_sample=True)
+    assert torch.equal(first, second)
+    assert first_stats.plain_steps == second_stats.plain_steps > 0 and first_stats.rounds == second_stats.rounds
+    greedy = [with_clock(seed, do_sample=False)[1].plain_steps for seed in (1, 2)]
+    assert greedy[0] != greedy[1]  # timed: the clock changes what a greedy call runs, not what it emits

@@ -23,7 +23,7 @@ from .checks import (asked, check_lookup, check_request, cross_attention_window_
 from .compile_policy import COMPILE_AUTO, CompileRental, check_compile_option
 from .decoder import LongSpecDecoder, bucketed_capacity
 from .draft_tree import TreeLayout
-from .plain_steps import PlainStepPolicy
+from .plain_steps import SAMPLED_ROUND_COST_STEPS, PlainStepPolicy
 from .stats import LongSpecStats
 from .roofline import latency_bound
 from .sampled_accept import DeviceWarpers
@@ -207,7 +207,8 @@ def longspec_generate(
         whether the draft hits again (plain_steps.py); False: rounds only. None (the default): the generation
         config's, else, on a CPU (where a round at 8k costs 2-4 plain steps), the draft config's
         ``cpu_plain_steps``; off on other devices. The output does not change; ``draft.last_stats.plain_steps``
-        counts them.
+        counts them. A sampled call prices a round at a fixed number of plain steps instead of timing it, so that
+        its tokens depend on the seed, not on the machine's speed.
     longspec_cuda_graphs: replay each greedy round as one captured CUDA graph (CUDA only).
     longspec_compile: torch.compile the round's drafting and verification forward. Default: on CUDA, for
         a target on one device, the drafting always and the verification where launch latency, not
@@ -312,7 +313,7 @@ def longspec_generate(
                                        do_sample, on_host, longspec_compile, input_ids, warpers, window)
             _speculate(decoder, input_ids, attention_mask, None if prefilled_here else cache, export_cache, first,
                        emitters, stats, on_host, processors, do_sample, keep_scores,
-                       PlainStepPolicy() if plain_steps else None)
+                       _plain_step_policy(do_sample) if plain_steps else None)
     finally:
         if decoder is not None:
             decoder.busy = False
@@ -423,6 +424,12 @@ def _speculate(decoder: LongSpecDecoder, input_ids, attention_mask, prefill_cach
         stats.capture_seconds = decoder.capture_seconds
     if not had_warm_up or stats.compiled_during_call:
         stats.warmup_seconds = decoder.warmup_seconds
+
+
+def _plain_step_policy(sampled: bool) -> PlainStepPolicy:
+    """Timed for greedy calls (the output is the same whatever it picks); priced for sampled ones, whose tokens
+    would otherwise depend on the machine's speed as well as on the seed (plain_steps.py)."""
+    return PlainStepPolicy(round_cost_steps=SAMPLED_ROUND_COST_STEPS if sampled else None)
 
 
 def _device_step(decoder: LongSpecDecoder, policy: PlainStepPolicy | None, active: list[bool]) -> tuple[bool, list]:
