@@ -201,14 +201,14 @@ def test_splitkv_window_reads_the_anchors_and_the_newest_keys_of_each_row(reques
 
 def test_windowed_prefix_op_reads_through_the_kernel_as_its_math_fallback_does(monkeypatch):
     """attention/prefix.py: the draft's windowed cross-attention op gives the same (out, lse) through the split-KV
-    kernel (its CUDA path, run here on the interpreter) as through the float32 math other devices use, in the
-    grouped layout; and it is a well-formed custom op (fake version, schema) for torch.compile."""
+    kernel (its CUDA path: compiled on a GPU, elsewhere on the interpreter) as through the float32 math other devices
+    use, in the grouped layout; and it is a well-formed custom op (fake version, schema) for torch.compile."""
     from hf_longspec.attention import prefix
 
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(3, 6, 4, 64, generator=gen)  # 3 rows, 6 query heads over 2 KV heads, 4 nodes
-    k, v = (torch.randn(3, 2, 200, 64, generator=gen) for _ in range(2))
-    lengths = torch.tensor([200, 37, 90])
+    q = torch.randn(3, 6, 4, 64, generator=gen).to(DEVICE)  # 3 rows, 6 query heads over 2 KV heads, 4 nodes
+    k, v = (torch.randn(3, 2, 200, 64, generator=gen).to(DEVICE) for _ in range(2))
+    lengths = torch.tensor([200, 37, 90], device=DEVICE)
     math_out, math_lse = prefix.grouped_prefix_attention_window(q, k, v, lengths, 0.125, 4, 40)
     monkeypatch.setattr(prefix, "_on_cuda_kernels", lambda q: True)
     kernel_out, kernel_lse = prefix.grouped_prefix_attention_window(q, k, v, lengths, 0.125, 4, 40)

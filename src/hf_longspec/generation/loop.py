@@ -215,7 +215,9 @@ def longspec_generate(
         bytes, bounds it (SmolLM2; not the Llama-3.1-8B shape, where compiled it ran slower). "auto": the
         same, but only once the rounds run uncompiled have lost what compiling costs (compile_policy.py):
         a short call never waits for the compiler, a long run compiles on the way, the output unchanged
-        (but the round that compiles stalls its call: 34-65 s on a cold H200, so it is not the default).
+        (but the round that compiles stalls its call: 34-65 s on a cold H200, so it is not the default; and a
+        seeded sampled call draws other tokens in the call that switches, the compiled walk's random numbers
+        being its own).
     longspec_return_cache: write the committed KV back into generate's cache at the end (always done with
         return_dict_in_generate). The routing generate() passes True only when the caller handed in a
         cache: otherwise nobody reads it, and writing it would hold every row's KV twice at the end.
