@@ -71,7 +71,7 @@ class PlainStepPolicy:
         ``timed`` False: a round that warmed up or captured its decoder, whose seconds say nothing of the next.
         ``chain_hit``: a plain step whose token the lookup chain had guessed (in any row)."""
         if self.round_cost_steps is not None:  # priced: a plain step costs 1, a round round_cost_steps, warm-up or not
-            seconds, timed = (1.0 if plain else self.round_cost_steps), True  # (a call's first one warms up or not)
+            seconds, timed = (1.0 if plain else self.round_cost_steps), True
         if plain:
             self.plain_steps += 1
             self.plain_in_a_row += 1
