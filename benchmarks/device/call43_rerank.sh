@@ -4,6 +4,7 @@
 # (longspec_rerank_leaves) and without, side by side in one run: the draft alone (--lookup-tokens 0) and the default
 # decoder (the 32-token chain). Twelve processes share the GPU (ARMS="tree tree_rerank": the draft alone only, six).
 # The arms tree_rerank24 and tree_rerank32 (forty-fourth session) re-rank 24 or 32 leaves (77 or 85 rows verified).
+# The arms tree_rerank_d6 and dec_rerank_d6 (fifty-third session) draft a sixth depth of 16 (4-16-16-16-16-16).
 # LENGTHS (default "2048 4096 8000") picks the context lengths; the fifty-first session ran LENGTHS=1024 (the GPU's
 # 1k point of the shipped config, each prompt the tail of its 8000-token one).
 # After parking a, a2..a5 (device README):
@@ -21,7 +22,9 @@ cell() {
 declare -A ARM_OPTIONS=([tree]="--lookup-tokens 0 --no-rerank-leaves" [tree_rerank]="--lookup-tokens 0 --rerank-leaves"
                         [dec]="--lookup-tokens 32 --no-rerank-leaves" [dec_rerank]="--lookup-tokens 32 --rerank-leaves"
                         [tree_rerank24]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 24"
-                        [tree_rerank32]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 32")
+                        [tree_rerank32]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 32"
+                        [tree_rerank_d6]="--lookup-tokens 0 --rerank-leaves --tree-widths 4 16 16 16 16 16"
+                        [dec_rerank_d6]="--lookup-tokens 32 --rerank-leaves --tree-widths 4 16 16 16 16 16")
 for kind in code prose chat; do
   for arm in ${ARMS:-tree tree_rerank dec dec_rerank}; do
     cell "${arm}_$kind" ${ARM_OPTIONS[$arm]} --kinds "$kind"
