@@ -204,7 +204,8 @@ def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allow
     from transformers.cache_utils import DynamicCache, QuantizedCache
 
     target, draft = _target_and_draft()
-    if "uantized" in case:  # the fp8 backend needs no extra package, and transformers 5.17 lacks it
+    kind = "offloaded" if "offload" in case else "quantized"
+    if kind == "quantized":  # the fp8 backend needs no extra package, and transformers 5.17 lacks it
         try:
             QuantizedCache("fp8", target.config)
         except ValueError as error:
@@ -214,7 +215,6 @@ def test_a_cache_that_offloads_or_quantizes_the_kv_is_refused_with_what_is_allow
                "offloading DynamicCache": lambda: {"past_key_values": DynamicCache(config=target.config,
                                                                                    offloading=True)},
                "QuantizedCache": lambda: {"past_key_values": QuantizedCache("fp8", target.config)}}[case]()
-    kind = "offloaded" if "offload" in case else "quantized"
     with pytest.raises(UnsupportedGenerationError, match=rf"^generate\(\) prepared an? {kind} KV cache .*allowed: "
                                                          r"cache_implementation None, 'dynamic' or 'static'"):
         target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)

@@ -137,16 +137,12 @@ def _gguf_tokenizer(path: Path):
 
 
 def _with_declared_special_tokens(tokenizer, path: Path):
-    """The tokenizer with the GGUF's bos/eos/pad where it lacks a pad token or has eos = bos: as transformers 5.17
-    builds it from the GGUF, and as a folder converted under 5.17 before this fix still holds it."""
-    if tokenizer.pad_token is None or tokenizer.eos_token_id == tokenizer.bos_token_id:
-        _special_tokens_from_gguf(tokenizer, path)
-    return tokenizer
-
-
-def _special_tokens_from_gguf(tokenizer, path: Path) -> None:
-    """transformers 5.17 builds SmolLM2's GGUF tokenizer with eos = bos (<|im_start|>) and no pad token, where the
-    GGUF declares eos = pad = <|im_end|> (and 5.25 reads it so): set them from the ids the GGUF declares."""
+    """The tokenizer with the bos/eos/pad/unk ids the GGUF declares, where it lacks a pad token or has eos = bos:
+    transformers 5.17 builds SmolLM2's GGUF tokenizer with eos = bos (<|im_start|>) and no pad, where the GGUF declares
+    eos = pad = <|im_end|> (5.25 reads it so), and a folder converted under 5.17 before 8bf98b2 still holds that one.
+    The GGUF's metadata is read (3.6 s) only then."""
+    if tokenizer.pad_token is not None and tokenizer.eos_token_id != tokenizer.bos_token_id:
+        return tokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     declared = load_gguf_checkpoint(str(path), return_tensors=False)["tokenizer"]
@@ -154,6 +150,7 @@ def _special_tokens_from_gguf(tokenizer, path: Path) -> None:
         token_id = declared.get(f"{role}_token_id")
         if token_id is not None:
             setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(int(token_id)))
+    return tokenizer
 
 
 def load_tokenizer(spec: str = "embedded", gguf_file: str | None = None):

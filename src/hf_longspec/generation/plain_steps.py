@@ -28,7 +28,8 @@ PROBE_EVERY_MAX = 32
 CHAIN_HITS_FOR_A_ROUND = 2
 # What a sampled call prices a round at, in plain steps: the shipped draft's CPU round (the 1-1-1 tree and a 16-token
 # chain, 20 rows) took 3.3 (code) and 3.6 (prose) vanilla steps at 4096 tokens on the 2-core development CPU
-# (fifty-third session, docs/benchmarks.md "Seeded sampled calls on a CPU"); at 8k its greedy round took 3.1-3.3.
+# (fifty-third session, docs/benchmarks.md "Seeded sampled calls on a CPU"); at 8k its greedy round took 3.1-3.3
+# (thirty-eighth session, "The CPU round at 8k").
 SAMPLED_ROUND_COST_STEPS = 3.4
 
 
