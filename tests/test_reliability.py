@@ -273,6 +273,34 @@ def test_tree_options_on_a_generation_config_and_the_custom_generate_route(pair)
         check_tree_options([True], None)  # a bool is not a width
 
 
+def test_num_return_sequences_samples_each_prompt_that_many_times_like_vanilla(pair):
+    """Sampling with num_return_sequences=N gives N draws per prompt, as vanilla does (refused until the
+    fifty-fourth session): generate() repeats each prompt N times before the LongSpec call, so its rows are a
+    batch whose rows draw on their own (test_sampling's laws run through this route). Greedy with N > 1 gets
+    vanilla's own refusal."""
+    target, draft = pair
+    ids = _prompt()
+    reference = target.generate(ids, max_new_tokens=12, do_sample=False)
+    out = target.generate(ids, assistant_model=draft, max_new_tokens=12, do_sample=True, top_k=1,
+                          num_return_sequences=3)  # top_k=1 samples greedily: three copies of vanilla's tokens
+    assert torch.equal(out, reference.expand(3, -1))
+    torch.manual_seed(5)
+    drawn = target.generate(ids, assistant_model=draft, max_new_tokens=12, do_sample=True, num_return_sequences=4)
+    torch.manual_seed(5)
+    repeated = target.generate(ids.expand(4, -1), assistant_model=draft, max_new_tokens=12, do_sample=True)
+    assert torch.equal(drawn, repeated) and len({tuple(row.tolist()) for row in drawn[:, ids.shape[1]:]}) > 1
+    two = torch.cat([ids, _prompt(seed=2)])
+    torch.manual_seed(6)
+    rows = target.generate(two, assistant_model=draft, max_new_tokens=12, do_sample=True, num_return_sequences=2)
+    assert torch.equal(rows[:, :ids.shape[1]], two.repeat_interleave(2, dim=0))  # vanilla's order: prompt by prompt
+    with pytest.raises(ValueError, match=r"do not support `num_return_sequences` different than 1 \(got 2\)"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=False, num_return_sequences=2)
+    with pytest.raises(UnsupportedGenerationError, match=r"^batch size 2 \(1 prompt\(s\) x num_return_sequences=2\): "
+                                                         r"LongSpec returns scores and logits"):
+        target.generate(ids, assistant_model=draft, max_new_tokens=4, do_sample=True, num_return_sequences=2,
+                        output_scores=True, return_dict_in_generate=True)
+
+
 def test_synced_gpus_is_refused_not_dropped(pair):
     """generate() drops synced_gpus on the custom_generate route; LongSpec must not ignore it silently."""
     target, draft = pair

@@ -11,8 +11,9 @@ Design (tiny, strongly structured, brute-forceable):
     and most need 2-4 rounds, i.e. tokens 2..4 come from first rounds as well as from rounds after
     a cache commit; q != p everywhere, so rejections (and residual draws) are frequent;
   * max_new_tokens = 6: the first round's depth budget is 4, never cutting the depth-3 tree;
-  * ROWS copies of the prompt per generate() call: each row of a batch draws on its own, so one call
-    gives ROWS samples (about 12x cheaper per sample on 2 CPU cores than a call per sample, where the
+  * ROWS samples per generate() call (num_return_sequences=ROWS: generate() repeats the prompt ROWS
+    times): each row of that batch draws on its own, so one call gives ROWS samples (about 12x cheaper
+    per sample on 2 CPU cores than a call per sample, where the
     loop's Python dominates); the tree is never cut for the batch (tree_batch_nodes=None).
 
 Statistics: chi-square on the marginals of tokens 2, 3 and 4 and a G-test on the joint of
@@ -50,7 +51,7 @@ VOCAB, TEMPERATURE, TOP_K, NEW_TOKENS, ALPHA = 8, 0.9, 3, 6, 2.5e-4
 DEVICE = os.environ.get("HF_LONGSPEC_TEST_DEVICE", "cpu")
 # 4000 in the suite; HF_LONGSPEC_SAMPLING_SAMPLES=23000 gives power 0.9 against EVERY alternative at TV 0.02
 SAMPLES = int(os.environ.get("HF_LONGSPEC_SAMPLING_SAMPLES", "4000"))
-ROWS = 100  # samples per generate() call (a batch of copies of one prompt)
+ROWS = 100  # samples per generate() call (num_return_sequences: a batch of copies of one prompt)
 _DECODE_STEP = inspect.signature(LongSpecDraftModel.decode_step)
 
 
@@ -125,7 +126,7 @@ def _count_first_four(counts, out, start, rows=slice(None)):
 
 @torch.no_grad()
 def _sample_first_four(target, draft, ids, samples, seed, **options):
-    """Counts of tokens 1-4 over ``samples`` draws, ROWS copies of the prompt per generate() call, and
+    """Counts of tokens 1-4 over ``samples`` draws, num_return_sequences=ROWS per generate() call, and
     the draft's stats of each call (pooled over its rows)."""
     counts, stats = np.zeros([VOCAB] * 4), []
     threads = torch.get_num_threads()
@@ -133,7 +134,7 @@ def _sample_first_four(target, draft, ids, samples, seed, **options):
     try:
         torch.manual_seed(seed)
         for _ in range(samples // ROWS):
-            out = target.generate(ids.expand(ROWS, -1), assistant_model=draft, max_new_tokens=NEW_TOKENS,
+            out = target.generate(ids, assistant_model=draft, max_new_tokens=NEW_TOKENS, num_return_sequences=ROWS,
                                   do_sample=True, temperature=TEMPERATURE, top_k=TOP_K, **options)
             _count_first_four(counts, out, ids.shape[1])
             stats.append(draft.last_stats)

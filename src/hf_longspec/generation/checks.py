@@ -194,21 +194,23 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
                 "generate() without the draft."
             )
     check_decoding_method(generation_config)
-    if generation_config.num_return_sequences != 1:
-        raise UnsupportedGenerationError(
-            f"num_return_sequences={generation_config.num_return_sequences}: LongSpec speculation returns one sequence."
-        )
+    # generate() has already repeated each prompt num_return_sequences times (sampling only: it refuses greedy
+    # calls that ask for more than one), so those rows are an ordinary batch, each drawing on its own
     batch = input_ids.shape[0]
     if batch > 1:
+        rows = f"batch size {batch}"
+        if generation_config.num_return_sequences > 1:
+            rows += f" ({batch // generation_config.num_return_sequences} prompt(s) x num_return_sequences=" \
+                    f"{generation_config.num_return_sequences})"
         if generation_config.return_dict_in_generate and (generation_config.output_scores
                                                            or generation_config.output_logits):
             raise UnsupportedGenerationError(
-                f"batch size {batch}: LongSpec returns scores and logits (output_scores / output_logits) for "
+                f"{rows}: LongSpec returns scores and logits (output_scores / output_logits) for "
                 "batch size 1 only; allowed with batches: greedy or sampling, with logits processors, "
                 "returning sequences (and the cache)."
             )
         if streamer is not None:
-            raise UnsupportedGenerationError(f"a streamer supports batch size 1, like generate(); got batch size {batch}.")
+            raise UnsupportedGenerationError(f"a streamer supports batch size 1, like generate(); got {rows}.")
     if generation_config.output_attentions or generation_config.output_hidden_states:
         raise UnsupportedGenerationError(
             "output_attentions / output_hidden_states are not available with LongSpec speculation; "
