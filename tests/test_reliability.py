@@ -107,6 +107,27 @@ def test_stop_strings_with_tokenizer_match_vanilla(embedded):
         target.generate(ids, stop_strings=["."], max_new_tokens=4, assistant_model=draft)
 
 
+def test_token_healing_with_tokenizer_matches_vanilla(embedded):
+    """token_healing=True heals the prompt's last token with the tokenizer, which generate() drops on the
+    custom_generate route (fifty-fourth session: the call failed with "you must pass the model's tokenizer"); the
+    router heals it with generate()'s own heal_tokens, and the speculated call equals vanilla's."""
+    target, tokenizer = embedded
+    draft = LongSpecDraftModel.from_target(target, tree_widths=[2, 2])
+    ids = tokenizer("The docs are at https://huggingface.co/docs/transformers/main/en/main_cl",
+                    return_tensors="pt").input_ids
+    common = dict(max_new_tokens=16, do_sample=False, tokenizer=tokenizer)
+    reference = target.generate(ids, token_healing=True, **common)
+    assert not torch.equal(reference, target.generate(ids, **common))  # healing changed this prompt's output
+    assert torch.equal(target.generate(ids, token_healing=True, assistant_model=draft, **common), reference)
+    assert draft.last_stats.rounds >= 1
+    config = GenerationConfig(max_new_tokens=16, do_sample=False, token_healing=True)
+    assert torch.equal(target.generate(ids, generation_config=config, tokenizer=tokenizer, assistant_model=draft),
+                       reference)
+    assert config.token_healing  # the caller's object is left as it was
+    with pytest.raises(ValueError, match="token healing, you must pass the model's tokenizer"):  # as vanilla
+        target.generate(ids, token_healing=True, max_new_tokens=4, assistant_model=draft)
+
+
 def test_prompt_containing_pad_token_without_mask_matches_vanilla(pair):
     """generate() infers a mask with a 0 wherever the prompt holds pad_token_id (pad != eos) and
     masks that token; LongSpec cannot, so it runs the call unspeculated: same output, and a warning."""
@@ -193,6 +214,21 @@ def test_another_decoding_method_asked_beside_the_draft_is_refused(options, mess
     out = target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, penalty_alpha=0.6,
                           top_k=1)
     assert torch.equal(out, target.generate(_prompt(), max_new_tokens=4, do_sample=False))
+
+
+def test_classifier_free_guidance_beside_the_draft_is_refused_before_anything_runs(pair):
+    """guidance_scale != 1 adds transformers' UnbatchedClassifierFreeGuidanceLogitsProcessor, which runs the target
+    on the unconditional prompt one new token at a time in a cache of its own; called on a tree round's rows it gave
+    other tokens than vanilla on the embedded target (fifty-fourth session). Refused, naming what is allowed;
+    guidance_scale=1 (no guidance) runs and equals vanilla."""
+    target, draft = _target_and_draft()
+    with pytest.raises(UnsupportedGenerationError, match=r"^guidance_scale=1.5 asks for classifier-free guidance.*"
+                                                         r"allowed with a LongSpec draft: guidance_scale=None or 1"):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, guidance_scale=1.5,
+                        negative_prompt_ids=_prompt(length=5, seed=3))
+    assert getattr(draft, "last_stats", None) is None
+    out = target.generate(_prompt(), assistant_model=draft, max_new_tokens=8, do_sample=False, guidance_scale=1.0)
+    assert torch.equal(out, target.generate(_prompt(), max_new_tokens=8, do_sample=False))
 
 
 @pytest.mark.parametrize("case", ["offloaded", "quantized", "offloading DynamicCache", "QuantizedCache"])

@@ -5,6 +5,8 @@
   would fail with "could not locate a tokenizer". The router hides the stop strings from generate()
   and hands them, with the tokenizer, to `longspec_generate`, which adds the same
   `StopStringCriteria` that generate() would have built.
+- `token_healing=True` needs that tokenizer too, and fails on the same route: the router heals the prompt
+  itself, with generate()'s own `heal_tokens`, and turns generate()'s healing off.
 - A prompt that contains `pad_token_id` with no `attention_mask`: generate() infers a mask with
   zeros there (when pad is not also eos) and masks those tokens. LongSpec cannot speculate over
   a masked prefix, so such a call runs as plain generate() (same output), with a warning.
@@ -47,6 +49,17 @@ def split_stop_strings(model, generation_config, kwargs: dict):
         if getattr(model.generation_config, "stop_strings", None) is not None:
             kwargs["stop_strings"] = None  # else generate() fills the None back from the model's default
     return stop_strings, tokenizer, generation_config
+
+
+def healed_prompt(model, input_ids, generation_config, kwargs: dict):
+    """The prompt healed as generate() heals it with ``token_healing=True`` (``model.heal_tokens``, one greedy step
+    per row), with generate()'s own healing turned off in `kwargs`; `input_ids` as it is without healing or without
+    a tokenizer (generate() then raises its own error for the missing tokenizer)."""
+    tokenizer = kwargs.get("tokenizer")
+    if tokenizer is None or not resolved_option(model, "token_healing", generation_config, kwargs):
+        return input_ids
+    kwargs["token_healing"] = False
+    return model.heal_tokens(input_ids, tokenizer)
 
 
 def with_stop_strings(stopping_criteria, stop_strings, tokenizer):

@@ -194,6 +194,12 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
                 "generate() without the draft."
             )
     check_decoding_method(generation_config)
+    if generation_config.guidance_scale is not None and generation_config.guidance_scale != 1:
+        raise UnsupportedGenerationError(
+            f"guidance_scale={generation_config.guidance_scale!r} asks for classifier-free guidance, whose logits "
+            "processor runs the target once more per new token on the unconditional prompt, one token after another "
+            "in a cache of its own, which a round verifying a tree of tokens cannot feed (it gave other tokens than "
+            "vanilla); allowed with a LongSpec draft: guidance_scale=None or 1, or generate() without the draft.")
     # generate() has already repeated each prompt num_return_sequences times (sampling only: it refuses greedy
     # calls that ask for more than one), so those rows are an ordinary batch, each drawing on its own
     batch = input_ids.shape[0]

@@ -18,7 +18,7 @@ import torch
 
 from ..attention import use_hybrid_attention
 from ..errors import UnsupportedGenerationError
-from ..generate_inputs import inferred_pad_token, split_stop_strings
+from ..generate_inputs import healed_prompt, inferred_pad_token, split_stop_strings
 from ..modeling_longspec import BIND_HOOKS, LongSpecDraftModel
 from ..tree_options import check_tree_options
 from .loop import longspec_generate
@@ -70,6 +70,12 @@ def _routing_generate(self, inputs=None, *args, assistant_model=None, **kwargs):
     pad = inferred_pad_token(self, input_ids, generation_config, kwargs)
     if pad is not None and input_ids.shape[0] == 1:
         return _generate_without_speculation(self, stock_generate, assistant_model, pad, inputs, args, kwargs)
+    healed = healed_prompt(self, input_ids, generation_config, kwargs)
+    if healed is not input_ids:
+        if inputs is not None:
+            inputs = healed
+        else:
+            kwargs["input_ids"] = healed
     stop_strings, tokenizer, new_config = split_stop_strings(self, generation_config, kwargs)
     if new_config is not generation_config:
         if args:
