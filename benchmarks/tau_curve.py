@@ -121,7 +121,8 @@ def check_suffix_of(suffix_of: int | None, align: str, lengths) -> None:
 
 
 def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skipped: dict | None = None,
-                  align: str = "end", text_files: dict | None = None, suffix_of: int | None = None) -> list[dict]:
+                  align: str = "end", text_files: dict | None = None, suffix_of: int | None = None,
+                  first_index: int = 0) -> list[dict]:
     """Every (length, kind, index) prompt, ordered by length then kind: the corpus kinds from the
     benchmark workloads, chat from `chat_parts`. With ``skipped`` (a dict), a corpus kind this machine
     has too little eval text of is left out and its reason recorded there (a GPU machine without
@@ -130,7 +131,8 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
     suffixes (`suffix_prompt`); ``"start"``: each length is built on its own. ``text_files`` (NAME ->
     path): kinds cut from local files (`file_prompts`), run after ``kinds``. ``suffix_of`` (align "end"): the
     longest prompt built is this long even when no length asks for it, so a run of the shorter lengths alone
-    measures the same text as a run that has this length too (compare_tau.py pairs them)."""
+    measures the same text as a run that has this length too (compare_tau.py pairs them). ``first_index``:
+    the corpus kinds' and chat's prompt indices start there, so a run can extend an earlier one (--join)."""
     text_files = text_files or {}
     if align not in ("end", "start"):
         raise ValueError(f"align must be 'end' or 'start', got {align!r}")
@@ -139,7 +141,7 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
     found = []
     for kind in [k for k in kinds if k != "chat"]:
         try:
-            workloads = build_workloads(tokenizer, built, [kind], prompts, seed=seed)
+            workloads = build_workloads(tokenizer, built, [kind], prompts, seed=seed, first_index=first_index)
         except ValueError as error:
             if skipped is None:
                 raise
@@ -150,7 +152,7 @@ def build_prompts(tokenizer, lengths, kinds, prompts: int, seed: int = 0, skippe
                    "input_ids": list(w.input_ids)} for w in workloads]
     if "chat" in kinds:
         for length in built:
-            for index in range(prompts):
+            for index in range(first_index, first_index + prompts):
                 source, head, document, tail = chat_parts(tokenizer, length, index, seed)
                 found.append({"length": length, "kind": "chat", "index": index, "source": source,
                               "input_ids": head + document + tail, "head": len(head), "tail": len(tail)})
@@ -490,6 +492,9 @@ def parse_args(argv=None):
                         help="a prompt-lookup chain of this many tokens beside the tree (longspec_lookup_tokens; "
                              "default: the draft config's lookup_tokens; 0: the draft's tree alone)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first-prompt", type=int, default=0, metavar="I",
+                        help="prompt indices I..I+prompts-1 per (length, kind): a later run extends an earlier one "
+                             "(join them with --join)")
     parser.add_argument("--lookup-chains", type=int, default=None, metavar="C",
                         help="prompt-lookup chains per round (longspec_lookup_chains; default 1, 2: a second guess)")
     parser.add_argument("--cross-attention-window", type=int, default=None, metavar="W",
@@ -517,6 +522,7 @@ def parse_args(argv=None):
             ("--lookup-chains", args.lookup_chains, lambda v: 1 <= v <= MAX_LOOKUP_CHAINS,
              f"an int from 1 to {MAX_LOOKUP_CHAINS}"),
             ("--prompts", args.prompts, lambda v: v >= 1, "an int >= 1"),
+            ("--first-prompt", args.first_prompt, lambda v: v >= 0, "an int >= 0"),
             ("--new-tokens", args.new_tokens, lambda v: v >= 1, "an int >= 1")):
         if value is not None and not ok(value):
             parser.error(f"{option} {value}: allowed: {allowed}")
@@ -529,6 +535,9 @@ def parse_args(argv=None):
     if clashes:
         parser.error(f"--text-file names {clashes} twice or as a corpus kind ({', '.join(KINDS)}, chat: the goals "
                      "read those names); allowed: a new NAME for each file")
+    if args.first_prompt and names:
+        parser.error("--first-prompt with --text-file: a file's prompts are spread over its length by --prompts; "
+                     "allowed: --first-prompt 0 with --text-file")
     if not args.kinds and not names:
         parser.error("--kinds names no kind and no --text-file is given; allowed: at least one of them")
     if max(args.lengths) + args.new_tokens > 8192:
@@ -554,7 +563,8 @@ def main(argv=None) -> dict:
     args.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     skipped = {}
     prompts = build_prompts(tokenizer, args.lengths, args.kinds, args.prompts, args.seed, skipped=skipped,
-                            align=args.align, text_files=dict(args.text_file), suffix_of=args.suffix_of)
+                            align=args.align, text_files=dict(args.text_file), suffix_of=args.suffix_of,
+                            first_index=args.first_prompt)
     if not prompts:
         raise SystemExit(f"no prompts: every kind was skipped ({skipped})")
     exact_lengths = set() if args.check_exact is None else set(args.check_exact or args.lengths)

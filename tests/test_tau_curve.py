@@ -260,10 +260,10 @@ def test_a_kind_without_enough_local_text_is_skipped_and_recorded(tau_curve, emb
     _, tokenizer = embedded
     real = tau_curve.build_workloads
 
-    def scarce(tokenizer, lengths, kinds, prompts, seed=0):
+    def scarce(tokenizer, lengths, kinds, prompts, seed=0, first_index=0):
         if kinds == ["prose"]:
             raise ValueError("Only 12 tokens of local prose text found; asked for 96")
-        return real(tokenizer, lengths, kinds, prompts, seed=seed)
+        return real(tokenizer, lengths, kinds, prompts, seed=seed, first_index=first_index)
 
     monkeypatch.setattr(tau_curve, "build_workloads", scarce)
     skipped = {}
@@ -1000,3 +1000,16 @@ def test_prompt_overlap_finds_a_prompt_whose_ending_another_holds():
     assert rows[1]["largest_share"] == 1.0 and rows[1]["with_index"] == 0  # its whole window is in prompt 0
     assert rows[2]["largest_share"] == 0.0
     assert [row["group"] for row in rows] == [0, 0, 1]
+
+
+def test_a_run_from_a_later_first_prompt_measures_the_prompts_a_longer_run_has_there(tau_curve, embedded):
+    """--first-prompt I: indices I.. per (length, kind), the same prompts a run of more prompts has at those
+    indices, so two runs join (--join) into one of more prompts without measuring the first ones twice."""
+    _, tokenizer = embedded
+    kinds = ["code", "prose", "chat"]
+    longer = tau_curve.build_prompts(tokenizer, [96, 128], kinds, 3)
+    later = tau_curve.build_prompts(tokenizer, [96, 128], kinds, 2, first_index=1)
+    assert [p["index"] for p in later] == [1, 2] * 6
+    assert later == [p for p in longer if p["index"] >= 1]
+    with pytest.raises(SystemExit):
+        tau_curve.parse_args(["--out", "x", "--first-prompt", "-1"])

@@ -54,12 +54,13 @@ def _code_prompt(tokenizer, length: int, index: int, seed: int) -> tuple[str, li
 
 
 def build_workloads(tokenizer, lengths, kinds=WORKLOAD_KINDS, prompts_per_length: int = 1,
-                    seed: int = 0) -> list[Workload]:
-    """Prompts for every (length, kind, index), ordered by length."""
+                    seed: int = 0, first_index: int = 0) -> list[Workload]:
+    """Prompts for every (length, kind, index), ordered by length; indices from `first_index` on, so that a
+    later run can add prompts to an earlier one's."""
     workloads = []
     for length in sorted(lengths):
         for kind in kinds:
-            for index in range(prompts_per_length):
+            for index in range(first_index, first_index + prompts_per_length):
                 if kind == "code":
                     source, ids = _code_prompt(tokenizer, length, index, seed)
                 elif kind in KINDS:  # prose = metadata + licenses; docs, man, changelog, multilingual, ...
