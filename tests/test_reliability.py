@@ -128,6 +128,18 @@ def test_token_healing_with_tokenizer_matches_vanilla(embedded):
         target.generate(ids, token_healing=True, max_new_tokens=4, assistant_model=draft)
 
 
+def test_an_int32_prompt_comes_back_as_vanilla_s_int64_sequences(pair):
+    """Vanilla appends int64 tokens to an int32 prompt, returning int64; LongSpec returned the prompt's int32
+    (fifty-fourth session's probe), equal values of another dtype."""
+    target, draft = pair
+    ids = _prompt().to(torch.int32)
+    reference = target.generate(ids, max_new_tokens=8, do_sample=False)
+    for options in ({}, {"return_dict_in_generate": True, "output_scores": True}):
+        out = target.generate(ids, assistant_model=draft, max_new_tokens=8, do_sample=False, **options)
+        sequences = out.sequences if options else out
+        assert sequences.dtype == reference.dtype == torch.int64 and torch.equal(sequences, reference)
+
+
 def test_prompt_containing_pad_token_without_mask_matches_vanilla(pair):
     """generate() infers a mask with a 0 wherever the prompt holds pad_token_id (pad != eos) and
     masks that token; LongSpec cannot, so it runs the call unspeculated: same output, and a warning."""

@@ -321,6 +321,8 @@ def longspec_generate(
             decoder.busy = False
 
     sequence = _right_padded([e.sequence for e in emitters], generation_config)
+    # vanilla appends int64 tokens to the prompt, so an int32 prompt comes back int64: so does this one
+    sequence = sequence.to(torch.promote_types(sequence.dtype, torch.long))
     stats.new_tokens = sequence.shape[1] - input_ids.shape[1]
     if streamer is not None:
         streamer.end()
