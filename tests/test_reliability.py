@@ -228,19 +228,34 @@ def test_another_decoding_method_asked_beside_the_draft_is_refused(options, mess
     assert torch.equal(out, target.generate(_prompt(), max_new_tokens=4, do_sample=False))
 
 
-def test_classifier_free_guidance_beside_the_draft_is_refused_before_anything_runs(pair):
-    """guidance_scale != 1 adds transformers' UnbatchedClassifierFreeGuidanceLogitsProcessor, which runs the target
-    on the unconditional prompt one new token at a time in a cache of its own; called on a tree round's rows it gave
-    other tokens than vanilla on the embedded target (fifty-fourth session). Refused, naming what is allowed;
-    guidance_scale=1 (no guidance) runs and equals vanilla."""
+@pytest.mark.parametrize("asked", ["guidance_scale", "SynthID", "processor passed in"])
+def test_a_logits_processor_that_needs_one_call_per_token_is_refused_before_anything_runs(asked):
+    """Classifier-free guidance (guidance_scale != 1) runs the target on the unconditional prompt one new token at a
+    time in a cache of its own; SynthID watermarking keeps the contexts it has seen. A round calls the processors
+    once per drafted node, so both gave other tokens than vanilla on the embedded target (fifty-fourth session).
+    Refused, naming what is allowed; guidance_scale=1 and the hash-based WatermarkingConfig run, = vanilla."""
+    from transformers import LogitsProcessorList, SynthIDTextWatermarkingConfig, WatermarkingConfig
+    from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
+
     target, draft = _target_and_draft()
-    with pytest.raises(UnsupportedGenerationError, match=r"^guidance_scale=1.5 asks for classifier-free guidance.*"
-                                                         r"allowed with a LongSpec draft: guidance_scale=None or 1"):
-        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, guidance_scale=1.5,
-                        negative_prompt_ids=_prompt(length=5, seed=3))
+    options, message = {
+        "guidance_scale": ({"guidance_scale": 1.5, "negative_prompt_ids": _prompt(length=5, seed=3)},
+                           r"^UnbatchedClassifierFreeGuidanceLogitsProcessor \(guidance_scale other than 1.*allowed "
+                           r"with a LongSpec draft: guidance_scale=None or 1, or generate\(\) without the draft"),
+        "SynthID": ({"watermarking_config": SynthIDTextWatermarkingConfig(keys=[654, 400, 836, 123], ngram_len=3)},
+                    r"^SynthIDTextWatermarkLogitsProcessor \(watermarking_config=SynthIDTextWatermarkingConfig.*"
+                    r"keeps the contexts it has seen.*allowed with a LongSpec draft: watermarking_config=None or a "
+                    r"WatermarkingConfig"),
+        "processor passed in": ({"logits_processor": LogitsProcessorList(
+            [UnbatchedClassifierFreeGuidanceLogitsProcessor(1.5, target)])},
+            r"^UnbatchedClassifierFreeGuidanceLogitsProcessor \(.*, or passed in logits_processor\)"),
+    }[asked]
+    with pytest.raises(UnsupportedGenerationError, match=message):
+        target.generate(_prompt(), assistant_model=draft, max_new_tokens=4, do_sample=False, **options)
     assert getattr(draft, "last_stats", None) is None
-    out = target.generate(_prompt(), assistant_model=draft, max_new_tokens=8, do_sample=False, guidance_scale=1.0)
-    assert torch.equal(out, target.generate(_prompt(), max_new_tokens=8, do_sample=False))
+    for allowed in ({"guidance_scale": 1.0}, {"watermarking_config": WatermarkingConfig(bias=2.5)}):
+        out = target.generate(_prompt(), assistant_model=draft, max_new_tokens=8, do_sample=False, **allowed)
+        assert torch.equal(out, target.generate(_prompt(), max_new_tokens=8, do_sample=False, **allowed))
 
 
 @pytest.mark.parametrize("case", ["offloaded", "quantized", "offloading DynamicCache", "QuantizedCache"])

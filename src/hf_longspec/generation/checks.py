@@ -5,6 +5,10 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import QuantizedCache
 from transformers.generation.configuration_utils import GenerationMode
+from transformers.generation.logits_process import (
+    SynthIDTextWatermarkLogitsProcessor,
+    UnbatchedClassifierFreeGuidanceLogitsProcessor,
+)
 
 from ..errors import IncompatibleDraftError, UnsupportedGenerationError
 from ..target_support import cache_from_model_kwargs
@@ -133,6 +137,33 @@ def check_decoding_method(generation_config) -> None:
         "(do_sample=False) or sampling (do_sample=True), or generate() without the draft for that method.")
 
 
+# logits processors that carry state from one call to the next, so they need one call per new token, in order: a
+# round calls the processors once per drafted node, on prefixes they never saw in that order (each gave other tokens
+# than vanilla on the embedded target, fifty-fourth session). (the option that adds it, what is allowed instead)
+SEQUENTIAL_PROCESSORS = {
+    UnbatchedClassifierFreeGuidanceLogitsProcessor: (
+        "guidance_scale other than 1: classifier-free guidance",
+        "runs the target on the unconditional prompt one new token after another, in a cache of its own",
+        "guidance_scale=None or 1"),
+    SynthIDTextWatermarkLogitsProcessor: (
+        "watermarking_config=SynthIDTextWatermarkingConfig(...)",
+        "keeps the contexts it has seen, call after call",
+        "watermarking_config=None or a WatermarkingConfig (its watermark is a function of each prefix)"),
+}
+
+
+def check_processors_see_each_prefix_alone(logits_processor) -> None:
+    """Refuse the logits processors whose output depends on the calls before (SEQUENTIAL_PROCESSORS), asked by an
+    option or passed in ``logits_processor``."""
+    for processor in logits_processor or []:
+        for kind, (option, why, allowed) in SEQUENTIAL_PROCESSORS.items():
+            if isinstance(processor, kind):
+                raise UnsupportedGenerationError(
+                    f"{kind.__name__} ({option}, or passed in logits_processor) {why}; a LongSpec round calls the logits "
+                    "processors once per drafted node, on prefixes out of that order, so its tokens would not be "
+                    f"vanilla's; allowed with a LongSpec draft: {allowed}, or generate() without the draft.")
+
+
 def check_cache_keeps_kv_on_device(cache) -> None:
     """An offloaded or quantized cache saves device memory that a LongSpec call cannot: its rounds verify in a
     preallocated full-precision cache on the target's device (generation/tree_cache.py), so it is refused."""
@@ -194,12 +225,7 @@ def check_request(model, draft, input_ids, generation_config, model_kwargs, veri
                 "generate() without the draft."
             )
     check_decoding_method(generation_config)
-    if generation_config.guidance_scale is not None and generation_config.guidance_scale != 1:
-        raise UnsupportedGenerationError(
-            f"guidance_scale={generation_config.guidance_scale!r} asks for classifier-free guidance, whose logits "
-            "processor runs the target once more per new token on the unconditional prompt, one token after another "
-            "in a cache of its own, which a round verifying a tree of tokens cannot feed (it gave other tokens than "
-            "vanilla); allowed with a LongSpec draft: guidance_scale=None or 1, or generate() without the draft.")
+    check_processors_see_each_prefix_alone(logits_processor)
     # generate() has already repeated each prompt num_return_sequences times (sampling only: it refuses greedy
     # calls that ask for more than one), so those rows are an ordinary batch, each drawing on its own
     batch = input_ids.shape[0]
