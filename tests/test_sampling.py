@@ -13,8 +13,8 @@ Design (tiny, strongly structured, brute-forceable):
   * max_new_tokens = 6: the first round's depth budget is 4, never cutting the depth-3 tree;
   * ROWS samples per generate() call (num_return_sequences=ROWS: generate() repeats the prompt ROWS
     times): each row of that batch draws on its own, so one call gives ROWS samples (about 12x cheaper
-    per sample on 2 CPU cores than a call per sample, where the
-    loop's Python dominates); the tree is never cut for the batch (tree_batch_nodes=None).
+    per sample on 2 CPU cores than a call per sample, where the loop's Python dominates); the tree is
+    never cut for the batch (tree_batch_nodes=None).
 
 Statistics: chi-square on the marginals of tokens 2, 3 and 4 and a G-test on the joint of
 tokens 1..4 (cells with expected count < 5 pooled), each at alpha = 2.5e-4 (family-wise
