@@ -7,7 +7,7 @@ The embedded SmolLM2 target and the shipped draft, float32 on the CPU. Each call
 of real text (transformers' own source) of 50-1200 tokens, one prompt or a left-padded batch of two, greedy or
 sampled with top_k=1 (which is greedy), and compares LongSpec's sequences with vanilla generate()'s on the same
 options. Prints each call that differs (DIFF) or is refused (REFUSED, with the message), then a count. The
-fifty-fourth session ran it twice (seeds 407684 and 884953, 95 calls): none differed; the refusals were the
+fifty-fourth session ran an earlier form of it twice (seeds 407684 and 884953, 95 draws): no call differed; the refusals were the
 documented ones (plain steps asked beside host-walked processors, two chains when sampling).
 """
 
