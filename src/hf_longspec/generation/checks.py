@@ -139,7 +139,8 @@ def check_decoding_method(generation_config) -> None:
 
 # logits processors that carry state from one call to the next, so they need one call per new token, in order: a
 # round calls the processors once per drafted node, on prefixes they never saw in that order (each gave other tokens
-# than vanilla on the embedded target, fifty-fourth session). (the option that adds it, what is allowed instead)
+# than vanilla on the embedded target, fifty-fourth session): class -> (the option that adds it, what its state is,
+# what is allowed instead)
 SEQUENTIAL_PROCESSORS = {
     UnbatchedClassifierFreeGuidanceLogitsProcessor: (
         "guidance_scale other than 1: classifier-free guidance",
